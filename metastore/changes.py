@@ -1,0 +1,117 @@
+"""Entity changes as frozen, tagged data, and the pure reducer that applies them.
+
+``apply_change(change, current, ctx)`` returns the entity's next version (or
+None for a deletion) and never mutates ``current``. Existence rules (a create of
+something present, an update of something absent, a non-empty namespace) are
+the commit engine's: it knows the whole state, the reducer only one entity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import singledispatch
+from types import MappingProxyType
+
+from metastore.keys import EntityKey
+from metastore.model import Entity
+
+_UNSET = "\x00unset"
+
+
+@dataclass(frozen=True, slots=True)
+class CreateEntity:
+    key: EntityKey
+    properties: Mapping[str, str] = field(default_factory=dict)
+    location: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateEntity:
+    key: EntityKey
+    updates: Mapping[str, str] = field(default_factory=dict)
+    removals: tuple[str, ...] = ()
+    location: str | None = _UNSET  # _UNSET = keep; None = clear
+
+    @property
+    def sets_location(self) -> bool:
+        return self.location != _UNSET
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteEntity:
+    key: EntityKey
+
+
+@dataclass(frozen=True, slots=True)
+class RenameEntity:
+    key: EntityKey
+    to: EntityKey
+
+
+Change = CreateEntity | UpdateEntity | DeleteEntity | RenameEntity
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyContext:
+    new_id: int  # object id of the new version
+    now_us: int
+
+
+@singledispatch
+def apply_change(change: object, current: Entity | None, ctx: ApplyContext) -> Entity | None:
+    raise TypeError(f"unknown change {type(change).__name__}")
+
+
+@apply_change.register
+def _create(change: CreateEntity, current: Entity | None, ctx: ApplyContext) -> Entity | None:
+    return Entity(
+        entity_id=ctx.new_id,
+        kind=change.key.kind,
+        path=change.key.path,
+        properties=MappingProxyType(dict(change.properties)),
+        location=change.location,
+        version=1,
+        created_at_us=ctx.now_us,
+        updated_at_us=ctx.now_us,
+    )
+
+
+@apply_change.register
+def _update(change: UpdateEntity, current: Entity | None, ctx: ApplyContext) -> Entity | None:
+    assert current is not None, "engine checks existence first"
+    props = {k: v for k, v in current.properties.items() if k not in change.removals}
+    props.update(change.updates)
+    return Entity(
+        entity_id=current.entity_id,
+        kind=current.kind,
+        path=current.path,
+        properties=MappingProxyType(props),
+        location=change.location if change.sets_location else current.location,
+        version=current.version + 1,
+        created_at_us=current.created_at_us,
+        updated_at_us=ctx.now_us,
+        attachments=current.attachments,
+    )
+
+
+@apply_change.register
+def _delete(change: DeleteEntity, current: Entity | None, ctx: ApplyContext) -> Entity | None:
+    return None
+
+
+@apply_change.register
+def _rename(change: RenameEntity, current: Entity | None, ctx: ApplyContext) -> Entity | None:
+    """The renamed entity (stored under ``change.to``); the engine deletes the old key."""
+    assert current is not None, "engine checks existence first"
+    return Entity(
+        entity_id=current.entity_id,
+        kind=current.kind,
+        path=change.to.path,
+        properties=current.properties,
+        location=current.location,
+        version=current.version + 1,
+        created_at_us=current.created_at_us,
+        updated_at_us=ctx.now_us,
+        attachments=current.attachments,
+    )

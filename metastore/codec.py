@@ -1,0 +1,101 @@
+"""Avro (fastavro, schemaless) encoding of every stored record.
+
+Each value starts with a 3-byte header: a format byte (0x01) and the writer's
+schema version (uint16, big-endian). A reader decodes with the writer's schema
+and resolves to its own newest version, so nodes of different releases can run
+side by side during a rolling upgrade as long as schemas evolve compatibly (new
+fields carry defaults). Schemas live in ``schemas/avro/<name>.v<N>.avsc``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from fastavro import parse_schema, schemaless_reader, schemaless_writer
+
+from metastore.errors import MetastoreError
+from metastore.resources import schemas_dir
+
+FORMAT = 0x01
+HEADER_LEN = 3
+_FILE = re.compile(r"^(?P<name>[a-z_]+)\.v(?P<version>[0-9]+)\.avsc$")
+
+
+class CorruptRecord(MetastoreError):
+    """Stored bytes that no known schema version can read."""
+
+
+class Codec:
+    def __init__(self, directory: Path) -> None:
+        raw: dict[tuple[str, int], Any] = {}
+        for path in sorted(directory.glob("*.avsc")):
+            match = _FILE.match(path.name)
+            if match is None:
+                raise ValueError(f"unexpected schema file name: {path.name}")
+            raw[(match["name"], int(match["version"]))] = json.loads(path.read_text())
+        self._schemas: dict[tuple[str, int], Any] = {}
+        named: dict[str, Any] = {}
+        pending = dict(raw)
+        # Records may reference named types declared in other files (Commit -> Index):
+        # parse to a fixed point, newest versions last so they win the shared names.
+        while pending:
+            progressed = False
+            for key in sorted(pending, key=lambda k: (k[1], k[0])):
+                try:
+                    self._schemas[key] = parse_schema(pending[key], named_schemas=named)
+                except Exception as exc:  # fastavro raises UnknownType (a plain Exception)
+                    if "Unknown type" not in str(exc) and type(exc).__name__ != "UnknownType":
+                        raise
+                    continue
+                del pending[key]
+                progressed = True
+            if not progressed:
+                raise ValueError(f"unresolvable schema references in {sorted(pending)}")
+        self._current: dict[str, int] = {}
+        for name, version in self._schemas:
+            self._current[name] = max(version, self._current.get(name, 0))
+
+    def names(self) -> list[str]:
+        return sorted(self._current)
+
+    def version(self, name: str) -> int:
+        return self._current[name]
+
+    def encode(self, name: str, record: Mapping[str, Any]) -> bytes:
+        return self.encode_with(name, self._current[name], record)
+
+    def encode_with(self, name: str, version: int, record: Mapping[str, Any]) -> bytes:
+        """Encode with an explicit schema version (tests and downgrade tooling)."""
+        buf = io.BytesIO()
+        buf.write(bytes((FORMAT,)) + version.to_bytes(2, "big"))
+        schemaless_writer(buf, self._schemas[(name, version)], record)
+        return buf.getvalue()
+
+    def decode(self, name: str, data: bytes) -> dict[str, Any]:
+        if len(data) < HEADER_LEN or data[0] != FORMAT:
+            raise CorruptRecord(f"{name}: not a metastore record (bad header)")
+        writer_version = int.from_bytes(data[1:3], "big")
+        writer = self._schemas.get((name, writer_version))
+        if writer is None:
+            raise CorruptRecord(
+                f"{name}: written with schema v{writer_version}, this node knows up to "
+                f"v{self._current.get(name)}; upgrade this node"
+            )
+        current = self._current[name]
+        reader = None if writer_version == current else self._schemas[(name, current)]
+        record = schemaless_reader(io.BytesIO(data[HEADER_LEN:]), writer, reader)
+        if not isinstance(record, dict):
+            raise CorruptRecord(f"{name}: decoded to {type(record).__name__}, not a record")
+        return record
+
+
+@cache
+def default_codec() -> Codec:
+    """The codec over the shipped schemas; immutable once loaded, so shared."""
+    return Codec(schemas_dir() / "avro")

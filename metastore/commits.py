@@ -1,0 +1,374 @@
+"""The commit engine (seed 000 "Performing a Commit"), with group commit.
+
+``CommitLogic.prepare`` turns one request into new immutable objects and a new
+commit on top of a given HEAD: look up each entity in the index, check the
+requirements, apply the changes (``metastore.changes``), write new entity
+objects, update the index (spilling when it grows), write the commit.
+
+``Committer.commit_batch`` runs the requests of one ref one after another on
+the state the previous one produced, then writes all their objects and moves
+the ref with ONE compare-and-swap: N requests, one durable write. A lost CAS
+(another process moved HEAD) retries the whole batch from the fresh HEAD with
+exponential backoff and full jitter, re-checking every requirement. Each request
+gets its own outcome: a logical failure of one never fails another.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from metastore.changes import (
+    ApplyContext,
+    Change,
+    CreateEntity,
+    DeleteEntity,
+    RenameEntity,
+    UpdateEntity,
+    apply_change,
+)
+from metastore.clock import Clock
+from metastore.codec import Codec
+from metastore.errors import (
+    AlreadyExists,
+    CommitStateUnknown,
+    MetastoreError,
+    NoSuchCatalog,
+    NoSuchNamespace,
+    NoSuchTable,
+    NoSuchTenant,
+    NoSuchView,
+    NotEmpty,
+    NotFound,
+    ObjectConflict,
+    RefConditionFailed,
+    ServiceUnavailable,
+    ValidationFailed,
+)
+from metastore.ids import SnowflakeGenerator
+from metastore.index import IndexLimits, IndexUpdate
+from metastore.keys import EntityKey, Kind, RefKey, children_prefix, kind_prefix
+from metastore.model import Commit, CommitChange, Entity, stripe_encode
+from metastore.objtypes import COMMIT, ENTITY, INDEX
+from metastore.persistence.base import (
+    DEFAULT_RECENT_HEADS,
+    Persistence,
+    Ref,
+    RefUpdate,
+    StoredObject,
+)
+from metastore.requirements import Requirement
+from metastore.store import CatalogObjects, Objects, StagedObjects
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_OBJECT_BYTES = 1024 * 1024
+
+
+class RefAction(Enum):
+    UPDATE = "update"  # commit on top of an existing ref
+    CREATE = "create"  # create the ref with this request's commit as its root
+    DELETE = "delete"  # validate the requirements, then delete the ref
+    RESET = "reset"  # move HEAD back to one of the ref's recent HEADs (disaster recovery)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRequest:
+    requirements: tuple[Requirement, ...] = ()
+    changes: tuple[Change, ...] = ()
+    principal: str = "anonymous"
+    operation: str = "commit"
+    ref_action: RefAction = RefAction.UPDATE
+    reset_to: int = 0  # with RefAction.RESET
+
+
+@dataclass(frozen=True, slots=True)
+class CommitOutcome:
+    commit_id: int  # 0 when the ref was deleted
+    seq: int
+    entities: dict[EntityKey, Entity | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineLimits:
+    index: IndexLimits = field(default_factory=IndexLimits)
+    max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES
+    recent_heads: int = DEFAULT_RECENT_HEADS
+    max_attempts: int = 10
+    backoff_base_s: float = 0.005
+    backoff_max_s: float = 0.5
+
+
+class _State:
+    """The entity state a request sees: the staged index over its base commit."""
+
+    def __init__(self, index: IndexUpdate, objects: Objects) -> None:
+        self.index = index
+        self._objects = objects
+
+    def get(self, key: EntityKey) -> Entity | None:
+        value = self.index.get(key.encode())
+        return None if value is None else self._objects.entity(value[1])
+
+    def has_children(self, namespace: tuple[str, ...]) -> bool:
+        prefix = kind_prefix((), Kind.NAMESPACE) if not namespace else children_prefix(namespace)
+        return next(self.index.items(prefix), None) is not None
+
+
+def not_found(key: EntityKey) -> NotFound:
+    what = f"{key.kind.label} {key.display()}"
+    if key.kind is Kind.NAMESPACE:
+        return NoSuchNamespace(f"namespace does not exist: {key.display()}")
+    if key.kind is Kind.TABLE:
+        return NoSuchTable(f"table does not exist: {key.display()}")
+    if key.kind is Kind.VIEW:
+        return NoSuchView(f"view does not exist: {key.display()}")
+    return NotFound(f"{what} does not exist")
+
+
+class CommitLogic:
+    def __init__(self, codec: Codec, ids: SnowflakeGenerator, limits: EngineLimits) -> None:
+        self._codec = codec
+        self._ids = ids
+        self._limits = limits
+
+    def prepare(
+        self, objects: StagedObjects, head: Commit | None, request: CommitRequest, now_us: int
+    ) -> tuple[Commit, dict[EntityKey, Entity | None]]:
+        """Stage the objects of ``request`` on top of ``head``; raise on a logical failure."""
+        index = IndexUpdate(objects.index(head), objects.stripe)
+        state = _State(index, objects)
+        for requirement in request.requirements:
+            requirement.validate(state)
+        results: dict[EntityKey, Entity | None] = {}
+        recorded: list[CommitChange] = []
+        for change in request.changes:
+            self._apply(change, state, objects, now_us, results, recorded)
+        built = index.build(self._limits.index, self._ids.next_id)
+        for stripe_id, entries in built.new_stripes:
+            self._stage(
+                objects, INDEX.name, stripe_id, stripe_encode(self._codec, entries), entries, now_us
+            )
+        commit = Commit(
+            id=self._ids.next_id(),
+            parent=head.id if head is not None else 0,
+            seq=head.seq + 1 if head is not None else 1,
+            created_at_us=now_us,
+            principal=request.principal,
+            operation=request.operation,
+            changes=tuple(recorded),
+            index=tuple(built.embedded),
+            stripes=tuple(built.stripes),
+        )
+        self._stage(objects, COMMIT.name, commit.id, commit.encode(self._codec), commit, now_us)
+        return commit, results
+
+    def _stage(
+        self,
+        objects: StagedObjects,
+        type_name: str,
+        obj_id: int,
+        data: bytes,
+        value: Any,
+        now_us: int,
+    ) -> None:
+        if len(data) > self._limits.max_object_bytes:
+            raise ValidationFailed(
+                f"{type_name} object of {len(data)} bytes exceeds the object size limit of "
+                f"{self._limits.max_object_bytes} bytes"
+            )
+        objects.stage(StoredObject(objects.key(type_name, obj_id), data, now_us), value)
+
+    def _write_entity(
+        self,
+        objects: StagedObjects,
+        state: _State,
+        key: EntityKey,
+        entity: Entity,
+        obj_id: int,
+        now_us: int,
+    ) -> None:
+        self._stage(objects, ENTITY.name, obj_id, entity.encode(self._codec), entity, now_us)
+        state.index.put(key.encode(), (ENTITY.name, obj_id))
+
+    def _apply(
+        self,
+        change: Change,
+        state: _State,
+        objects: StagedObjects,
+        now_us: int,
+        results: dict[EntityKey, Entity | None],
+        recorded: list[CommitChange],
+    ) -> None:
+        key = change.key
+        current = state.get(key)
+        if isinstance(change, CreateEntity):
+            self._check_creatable(state, key)
+            action = "CREATE"
+        elif current is None:
+            raise not_found(key)
+        elif isinstance(change, DeleteEntity):
+            if key.kind is Kind.NAMESPACE and state.has_children(key.path):
+                raise NotEmpty(f"namespace is not empty: {key.display()}")
+            action = "DELETE"
+        elif isinstance(change, RenameEntity):
+            if change.to.kind is not key.kind:
+                raise ValidationFailed("rename cannot change the kind of an entity")
+            self._check_creatable(state, change.to)
+            if key.kind is Kind.NAMESPACE and state.has_children(key.path):
+                raise NotEmpty(f"cannot rename a non-empty namespace: {key.display()}")
+            state.index.remove(key.encode())
+            results[key] = None
+            recorded.append(CommitChange(key.encode(), "DELETE"))
+            key, action = change.to, "CREATE"
+        else:
+            assert isinstance(change, UpdateEntity)
+            action = "UPDATE"
+        ctx = ApplyContext(new_id=self._ids.next_id(), now_us=now_us)
+        entity = apply_change(change, current, ctx)
+        if entity is None:
+            state.index.remove(key.encode())
+        else:
+            self._write_entity(objects, state, key, entity, ctx.new_id, now_us)
+        results[key] = entity
+        recorded.append(CommitChange(key.encode(), action))
+
+    def _check_creatable(self, state: _State, key: EntityKey) -> None:
+        if state.get(key) is not None:
+            raise AlreadyExists(f"{key.kind.label} already exists: {key.display()}")
+        if key.kind in (Kind.TABLE, Kind.VIEW):
+            other = EntityKey(
+                Kind.VIEW if key.kind is Kind.TABLE else Kind.TABLE, key.namespace, key.name
+            )
+            if state.get(other) is not None:
+                raise AlreadyExists(f"a {other.kind.label} with that name exists: {key.display()}")
+            if not key.namespace:
+                raise ValidationFailed(f"a {key.kind.label} must live in a namespace")
+        if key.namespace and state.get(EntityKey.namespace_key(key.namespace)) is None:
+            raise NoSuchNamespace(f"namespace does not exist: {'.'.join(key.namespace)}")
+
+
+class Committer:
+    """Runs batches of commit requests against one persistence (thread-safe per ref lane)."""
+
+    def __init__(
+        self,
+        persistence: Persistence,
+        codec: Codec,
+        objects: Callable[[str, str], CatalogObjects],
+        ids: SnowflakeGenerator,
+        clock: Clock,
+        limits: EngineLimits = EngineLimits(),
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._persistence = persistence
+        self._objects = objects
+        self._clock = clock
+        self._limits = limits
+        self._logic = CommitLogic(codec, ids, limits)
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self.cas_retries = 0
+
+    def commit(self, ref_key: RefKey, request: CommitRequest) -> CommitOutcome:
+        (result,) = self.commit_batch(ref_key, [request])
+        if isinstance(result, MetastoreError):
+            raise result
+        return result
+
+    def commit_batch(
+        self, ref_key: RefKey, requests: Sequence[CommitRequest]
+    ) -> list[CommitOutcome | MetastoreError]:
+        base = self._objects(ref_key.tenant, ref_key.catalog)
+        for attempt in range(self._limits.max_attempts):
+            ref = self._persistence.get_ref(ref_key)
+            staged = StagedObjects(base)
+            results, update = self._run(staged, ref_key, ref, requests)
+            if update is None:
+                return results
+            try:
+                self._persistence.write([s for s, _ in staged.written], update)
+            except RefConditionFailed:
+                self.cas_retries += 1
+                delay = min(self._limits.backoff_max_s, self._limits.backoff_base_s * 2**attempt)
+                self._sleep(self._rng.uniform(0, delay))
+                continue
+            except ObjectConflict:
+                raise
+            except Exception as exc:
+                log.exception("write of %d commits to %s failed", len(requests), ref_key)
+                unknown = CommitStateUnknown(f"commit state unknown: {exc}")
+                return [unknown if isinstance(r, CommitOutcome) else r for r in results]
+            base.remember(staged.written)
+            return results
+        busy = ServiceUnavailable(
+            f"gave up after {self._limits.max_attempts} lost compare-and-swaps on {ref_key.name}; "
+            "nothing was written, retry later"
+        )
+        return [busy if isinstance(r, CommitOutcome) else r for r in results]
+
+    def _run(
+        self,
+        staged: StagedObjects,
+        ref_key: RefKey,
+        ref: Ref | None,
+        requests: Sequence[CommitRequest],
+    ) -> tuple[list[CommitOutcome | MetastoreError], RefUpdate | None]:
+        head = staged.commit(ref.head) if ref is not None else None
+        start_head = head
+        exists = ref is not None
+        results: list[CommitOutcome | MetastoreError] = []
+        now_us = self._clock.now_us()
+        for request in requests:
+            attempt = StagedObjects(staged)
+            try:
+                if request.ref_action is RefAction.CREATE and exists:
+                    raise AlreadyExists(f"already exists: {_describe(ref_key)}")
+                if request.ref_action is not RefAction.CREATE and not exists:
+                    missing = NoSuchCatalog if ref_key.catalog else NoSuchTenant
+                    raise missing(f"does not exist: {_describe(ref_key)}")
+                if request.ref_action is RefAction.RESET:
+                    assert ref is not None and head is not None
+                    if request.reset_to not in (head.id, *ref.recent):
+                        raise ValidationFailed(
+                            f"commit {request.reset_to} is not one of the ref's recent HEADs"
+                        )
+                    head = staged.commit(request.reset_to)
+                    results.append(CommitOutcome(head.id, head.seq))
+                    continue
+                if request.ref_action is RefAction.DELETE:
+                    state = _State(IndexUpdate(staged.index(head), staged.stripe), staged)
+                    for requirement in request.requirements:
+                        requirement.validate(state)
+                    head, exists = None, False
+                    results.append(CommitOutcome(0, 0))
+                    continue
+                commit, entities = self._logic.prepare(attempt, head, request, now_us)
+            except MetastoreError as exc:
+                results.append(exc)
+                continue
+            for stored, value in attempt.written:
+                staged.stage(stored, value)
+            head, exists = commit, True
+            results.append(CommitOutcome(commit.id, commit.seq, entities))
+        if head is start_head and not any(r.ref_action is RefAction.RESET for r in requests):
+            return results, None
+        new_ref: Ref | None = None
+        if head is not None:
+            if ref is not None and start_head is not None:
+                new_ref = ref.advanced(head.id, now_us, self._limits.recent_heads)
+            else:
+                new_ref = Ref(ref_key, head.id, now_us, ())
+        return results, RefUpdate(ref_key, ref.head if ref is not None else None, new_ref)
+
+
+def _describe(ref_key: RefKey) -> str:
+    if ref_key.catalog:
+        return f"catalog {ref_key.catalog!r} of tenant {ref_key.tenant!r}"
+    return f"tenant {ref_key.tenant!r}"

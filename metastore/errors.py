@@ -1,0 +1,136 @@
+"""One exception root, one class per outcome, one table to HTTP.
+
+"Conflict: refresh and retry" (``CommitConflict``, 409) is kept apart from
+"outcome unknown: reconcile" (``CommitStateUnknown``, 5xx): a client may retry
+the first blindly, never the second. Every class carries the HTTP status and the
+Iceberg error ``type`` so the API renders all errors in one shape.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class MetastoreError(Exception):
+    status: ClassVar[int] = 500
+    error_type: ClassVar[str] = "InternalServerError"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def to_body(self) -> dict[str, object]:
+        return {"error": {"message": self.message, "type": self.error_type, "code": self.status}}
+
+
+class BadRequest(MetastoreError):
+    status = 400
+    error_type = "BadRequestException"
+
+
+class InvalidName(BadRequest):
+    pass
+
+
+class InvalidPageToken(BadRequest):
+    pass
+
+
+class ValidationFailed(BadRequest):
+    """A body violated its JSON Schema or a semantic rule."""
+
+
+class PayloadTooLarge(MetastoreError):
+    status = 413
+    error_type = "RequestEntityTooLargeException"
+
+
+class Unauthorized(MetastoreError):
+    status = 401
+    error_type = "NotAuthorizedException"
+
+
+class NotFound(MetastoreError):
+    status = 404
+    error_type = "NotFoundException"
+
+
+class NoSuchTenant(NotFound):
+    error_type = "NoSuchTenantException"
+
+
+class NoSuchCatalog(NotFound):
+    error_type = "NoSuchWarehouseException"
+
+
+class NoSuchNamespace(NotFound):
+    error_type = "NoSuchNamespaceException"
+
+
+class NoSuchTable(NotFound):
+    error_type = "NoSuchTableException"
+
+
+class NoSuchView(NotFound):
+    error_type = "NoSuchViewException"
+
+
+class NoSuchCommit(NotFound):
+    error_type = "NoSuchCommitException"
+
+
+class NoSuchRef(NotFound):
+    error_type = "NoSuchReferenceException"
+
+
+class AlreadyExists(MetastoreError):
+    status = 409
+    error_type = "AlreadyExistsException"
+
+
+class NotEmpty(MetastoreError):
+    status = 409
+    error_type = "NamespaceNotEmptyException"
+
+
+class CommitConflict(MetastoreError):
+    """A requirement failed against the current state: refresh and retry."""
+
+    status = 409
+    error_type = "CommitFailedException"
+
+
+class MethodNotAllowed(MetastoreError):
+    status = 405
+    error_type = "MethodNotAllowedException"
+
+
+class ServiceUnavailable(MetastoreError):
+    """Nothing was written; the caller may retry later."""
+
+    status = 503
+    error_type = "ServiceUnavailableException"
+
+
+class CommitStateUnknown(MetastoreError):
+    """The write may or may not have happened: reconcile before retrying."""
+
+    status = 500
+    error_type = "CommitStateUnknownException"
+
+
+# Persistence-level outcomes: raised by backends, handled by the commit engine.
+
+
+class RefConditionFailed(MetastoreError):
+    """A compare-and-swap on a reference lost: the HEAD was not the expected one."""
+
+    status = 409
+    error_type = "CommitFailedException"
+
+
+class ObjectConflict(MetastoreError):
+    """An immutable object id was written again with different bytes (a bug, never retried)."""
+
+    status = 500
+    error_type = "InternalServerError"

@@ -1,0 +1,307 @@
+"""The commit index: sorted entity keys -> (object type, object id), spillable.
+
+Seed 000: a commit embeds an index of recently changed keys; when its serialized
+size passes a threshold, all but this commit's own changes spill into "stripe"
+objects (sorted, non-overlapping key ranges) that the commit references. An
+embedded entry always shadows a spilled one, and a deleted key is an embedded
+tombstone until the next spill removes it from its stripe. Only the stripes a
+spill touches are rewritten, so most stripes are written once and then cached
+forever. Keys are bytes compared lexicographically; serialization shares each
+key's common prefix with the previous key (``encode_entries``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+IndexValue = tuple[str, int]  # (object type, object id)
+Entry = tuple[bytes, IndexValue | None]  # None = tombstone (embedded index only)
+TOMBSTONE = -1
+
+
+class StripeRef(NamedTuple):
+    first: bytes
+    last: bytes
+    id: int
+
+
+@dataclass(frozen=True, slots=True)
+class IndexLimits:
+    """Serialized-size thresholds (bytes)."""
+
+    embedded_max: int = 16 * 1024  # spill the embedded index past this size
+    stripe_max: int = 64 * 1024  # split a stripe past this size
+
+
+# --- serialization -------------------------------------------------------------------
+
+
+def _varint_len(value: int) -> int:
+    zigzag = (value << 1) ^ (value >> 63)
+    return max(1, math.ceil(zigzag.bit_length() / 7))
+
+
+def encode_entries(entries: Sequence[Entry]) -> dict[str, Any]:
+    """The Avro ``Index`` record for sorted ``entries`` (prefix-compressed keys)."""
+    types: list[str] = []
+    type_pos: dict[str, int] = {}
+    out: list[dict[str, Any]] = []
+    prev = b""
+    for key, value in entries:
+        shared = _shared_prefix(prev, key)
+        if value is None:
+            type_no, obj_id = TOMBSTONE, 0
+        else:
+            type_no = type_pos.get(value[0], -2)
+            if type_no == -2:
+                type_no = type_pos[value[0]] = len(types)
+                types.append(value[0])
+            obj_id = value[1]
+        out.append({"shared": shared, "suffix": key[shared:], "type": type_no, "id": obj_id})
+        prev = key
+    return {"types": types, "entries": out}
+
+
+def decode_entries(record: Mapping[str, Any]) -> list[Entry]:
+    types: list[str] = record["types"]
+    entries: list[Entry] = []
+    prev = b""
+    for item in record["entries"]:
+        key = prev[: item["shared"]] + item["suffix"]
+        type_no = item["type"]
+        entries.append((key, None if type_no == TOMBSTONE else (types[type_no], item["id"])))
+        prev = key
+    return entries
+
+
+def _shared_prefix(a: bytes, b: bytes) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def entries_size(entries: Sequence[Entry]) -> int:
+    """Serialized size of ``entries`` as ``encode_entries`` + Avro would write them."""
+    size = 4  # array block headers, roughly
+    prev = b""
+    seen: set[str] = set()
+    for key, value in entries:
+        shared = _shared_prefix(prev, key)
+        suffix = len(key) - shared
+        size += _varint_len(shared) + _varint_len(suffix) + suffix
+        if value is None:
+            size += 2
+        else:
+            size += 1 + _varint_len(value[1])
+            if value[0] not in seen:
+                seen.add(value[0])
+                size += 1 + len(value[0])
+        prev = key
+    return size
+
+
+# --- reading -------------------------------------------------------------------------
+
+StripeLoader = Callable[[int], Sequence[Entry]]
+
+
+class IndexView:
+    """The index as of one commit: embedded entries over the spilled stripes."""
+
+    __slots__ = ("_embedded", "_embedded_keys", "_firsts", "_load", "stripes")
+
+    def __init__(
+        self, embedded: Sequence[Entry], stripes: Sequence[StripeRef], load: StripeLoader
+    ) -> None:
+        self._embedded = embedded
+        self._embedded_keys = [key for key, _ in embedded]
+        self.stripes = tuple(stripes)
+        self._firsts = [s.first for s in stripes]
+        self._load = load
+
+    @property
+    def embedded(self) -> Sequence[Entry]:
+        return self._embedded
+
+    def get(self, key: bytes) -> IndexValue | None:
+        pos = bisect.bisect_left(self._embedded_keys, key)
+        if pos < len(self._embedded_keys) and self._embedded_keys[pos] == key:
+            return self._embedded[pos][1]
+        return self._spilled_get(key)
+
+    def _spilled_get(self, key: bytes) -> IndexValue | None:
+        pos = bisect.bisect_right(self._firsts, key) - 1
+        if pos < 0 or key > self.stripes[pos].last:
+            return None
+        entries = self._load(self.stripes[pos].id)
+        i = bisect.bisect_left(entries, (key,))
+        if i < len(entries) and entries[i][0] == key:
+            return entries[i][1]
+        return None
+
+    def items(
+        self, prefix: bytes = b"", start_after: bytes | None = None
+    ) -> Iterator[tuple[bytes, IndexValue]]:
+        """Live entries with ``prefix`` in key order, strictly after ``start_after``."""
+        start = prefix if start_after is None or start_after < prefix else start_after
+        embedded = self._embedded_from(start, start_after)
+        spilled = self._spilled_from(start, start_after)
+        for key, value in _merge(embedded, spilled):
+            if not key.startswith(prefix):
+                return
+            if value is not None:
+                yield key, value
+
+    def _embedded_from(self, start: bytes, after: bytes | None) -> Iterator[Entry]:
+        pos = bisect.bisect_left(self._embedded_keys, start)
+        for key, value in self._embedded[pos:]:
+            if after is not None and key <= after:
+                continue
+            yield key, value
+
+    def _spilled_from(self, start: bytes, after: bytes | None) -> Iterator[Entry]:
+        pos = max(bisect.bisect_right(self._firsts, start) - 1, 0)
+        for stripe in self.stripes[pos:]:
+            if stripe.last < start:
+                continue
+            entries = self._load(stripe.id)
+            i = bisect.bisect_left(entries, (start,))
+            for key, value in entries[i:]:
+                if after is not None and key <= after:
+                    continue
+                yield key, value
+
+
+def _merge(embedded: Iterator[Entry], spilled: Iterator[Entry]) -> Iterator[Entry]:
+    """Merge two sorted streams; on equal keys the embedded entry wins."""
+    # heapq.merge is stable across iterables in argument order, so for equal keys the
+    # embedded entry (first iterable) comes first; the spilled duplicate is skipped.
+    last: bytes | None = None
+    for key, value in heapq.merge(embedded, spilled, key=lambda e: e[0]):
+        if key == last:
+            continue
+        last = key
+        yield key, value
+
+
+# --- building the next commit's index ------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltIndex:
+    embedded: list[Entry]
+    stripes: list[StripeRef]
+    new_stripes: list[tuple[int, list[Entry]]]  # (object id, entries) to write
+
+
+class IndexUpdate:
+    """Changes on top of a base ``IndexView``, readable while being built."""
+
+    def __init__(self, base: IndexView | None, load: StripeLoader) -> None:
+        self._base = base
+        self._load = load
+        self._changes: dict[bytes, IndexValue | None] = {}
+
+    @property
+    def changed_keys(self) -> Iterable[bytes]:
+        return self._changes.keys()
+
+    def put(self, key: bytes, value: IndexValue) -> None:
+        self._changes[key] = value
+
+    def remove(self, key: bytes) -> None:
+        self._changes[key] = None
+
+    def get(self, key: bytes) -> IndexValue | None:
+        if key in self._changes:
+            return self._changes[key]
+        return self._base.get(key) if self._base is not None else None
+
+    def items(
+        self, prefix: bytes = b"", start_after: bytes | None = None
+    ) -> Iterator[tuple[bytes, IndexValue]]:
+        changed = sorted(
+            (k, v)
+            for k, v in self._changes.items()
+            if k.startswith(prefix) and (start_after is None or k > start_after)
+        )
+        base: Iterator[Entry] = (  # live entries only; tombstones come from the changes
+            self._base.items(prefix, start_after) if self._base is not None else iter(())
+        )
+        for key, value in _merge(iter(changed), base):
+            if value is not None:
+                yield key, value
+
+    def build(self, limits: IndexLimits, new_id: Callable[[], int]) -> BuiltIndex:
+        base_embedded = self._base.embedded if self._base is not None else []
+        stripes = list(self._base.stripes) if self._base is not None else []
+        merged = dict(base_embedded)
+        merged.update(self._changes)
+        embedded = sorted(merged.items())
+        if entries_size(embedded) <= limits.embedded_max:
+            return BuiltIndex(embedded, stripes, [])
+        # Spill everything but this commit's own changes (if those alone stay small).
+        own = sorted(self._changes.items())
+        keep = own if entries_size(own) <= limits.embedded_max // 2 else []
+        kept_keys = {k for k, _ in keep}
+        spill = [(k, v) for k, v in embedded if k not in kept_keys]
+        new_stripes, written = _spill(stripes, spill, limits, self._load, new_id)
+        return BuiltIndex(keep, new_stripes, written)
+
+
+def _spill(
+    stripes: list[StripeRef],
+    spill: list[Entry],
+    limits: IndexLimits,
+    load: StripeLoader,
+    new_id: Callable[[], int],
+) -> tuple[list[StripeRef], list[tuple[int, list[Entry]]]]:
+    """Merge ``spill`` into the stripes; rewrite only the stripes it touches."""
+    firsts = [s.first for s in stripes]
+    touched: dict[int, list[Entry]] = {}
+    for key, value in spill:
+        pos = max(bisect.bisect_right(firsts, key) - 1, 0) if stripes else -1
+        touched.setdefault(pos, []).append((key, value))
+    result: list[StripeRef] = []
+    written: list[tuple[int, list[Entry]]] = []
+
+    def emit(entries: list[Entry]) -> None:
+        for chunk in _split(entries, limits.stripe_max):
+            obj_id = new_id()
+            written.append((obj_id, chunk))
+            result.append(StripeRef(chunk[0][0], chunk[-1][0], obj_id))
+
+    if not stripes:
+        emit([(k, v) for k, v in touched.get(-1, []) if v is not None])
+        return result, written
+    for pos, stripe in enumerate(stripes):
+        changes = touched.get(pos)
+        if changes is None:
+            result.append(stripe)
+            continue
+        current = dict(load(stripe.id))
+        for key, value in changes:
+            if value is None:
+                current.pop(key, None)
+            else:
+                current[key] = value
+        emit(sorted(current.items()))
+    return result, written
+
+
+def _split(entries: list[Entry], stripe_max: int) -> list[list[Entry]]:
+    if not entries:
+        return []
+    size = entries_size(entries)
+    if size <= stripe_max:
+        return [entries]
+    parts = math.ceil(size / (stripe_max * 0.75))
+    per = math.ceil(len(entries) / parts)
+    return [entries[i : i + per] for i in range(0, len(entries), per)]

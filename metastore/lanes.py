@@ -1,0 +1,87 @@
+"""Group commit on the event loop: one lane per ref, one batch in flight per lane.
+
+Requests for a ref queue up while its current batch is being written; the next
+batch takes everything queued (up to ``max_batch``). Serializing per ref inside
+the process means commits of one node never race each other's CAS (seed 000
+"no concurrent retry-loops per process"), and one durable write (one fsync, or
+one Kafka transaction) carries many commits. Blocking work (RocksDB, CPU) runs
+in the executor, never on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+
+from metastore.commits import CommitOutcome, CommitRequest, Committer
+from metastore.errors import CommitStateUnknown, MetastoreError, ServiceUnavailable
+from metastore.keys import RefKey
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Lane:
+    pending: list[tuple[CommitRequest, asyncio.Future[CommitOutcome]]] = field(default_factory=list)
+    task: asyncio.Task[None] | None = None
+
+
+class CommitLanes:
+    def __init__(self, committer: Committer, executor: Executor, max_batch: int = 256) -> None:
+        self._committer = committer
+        self._executor = executor
+        self._max_batch = max_batch
+        self._lanes: dict[RefKey, _Lane] = {}
+        self._closing = False
+        self.batches = 0
+        self.commits = 0
+
+    async def submit(self, ref_key: RefKey, request: CommitRequest) -> CommitOutcome:
+        if self._closing:
+            raise ServiceUnavailable("shutting down; nothing was written, retry on another node")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[CommitOutcome] = loop.create_future()
+        lane = self._lanes.setdefault(ref_key, _Lane())
+        lane.pending.append((request, future))
+        if lane.task is None:
+            lane.task = asyncio.create_task(self._drain(ref_key, lane))
+        # The commit proceeds even if this caller goes away: shield the shared future.
+        return await asyncio.shield(future)
+
+    async def _drain(self, ref_key: RefKey, lane: _Lane) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while lane.pending:
+                batch = lane.pending[: self._max_batch]
+                del lane.pending[: self._max_batch]
+                requests = [request for request, _ in batch]
+                results: list[CommitOutcome | MetastoreError]
+                try:
+                    results = await loop.run_in_executor(
+                        self._executor, self._committer.commit_batch, ref_key, requests
+                    )
+                except Exception as exc:
+                    log.exception("commit batch for %s failed", ref_key)
+                    results = [CommitStateUnknown(f"commit state unknown: {exc}")] * len(batch)
+                self.batches += 1
+                for (_, future), result in zip(batch, results, strict=True):
+                    if future.done():
+                        continue
+                    if isinstance(result, MetastoreError):
+                        future.set_exception(result)
+                    else:
+                        self.commits += 1
+                        future.set_result(result)
+        finally:
+            lane.task = None
+            if not lane.pending and self._lanes.get(ref_key) is lane:
+                del self._lanes[ref_key]
+
+    async def close(self) -> None:
+        """Refuse new requests and wait for the batches in flight (graceful shutdown)."""
+        self._closing = True
+        tasks = [lane.task for lane in self._lanes.values() if lane.task is not None]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)

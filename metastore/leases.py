@@ -1,0 +1,108 @@
+"""Snowflake node IDs leased with CAS on updateable objects (seed 000).
+
+A node picks a random node ID, and takes its lease object if it is absent or
+expired, by compare-and-swap on the version token. It renews well before expiry
+(a third of the lease) and releases on shutdown, so a restarted node (or a
+replacement) can take a free ID at once. Lease objects live under the reserved
+system tenant "" and use reserved IDs (``ids.system_id``).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import secrets
+from dataclasses import dataclass
+
+from metastore.clock import Clock
+from metastore.codec import Codec
+from metastore.errors import ServiceUnavailable
+from metastore.ids import MAX_NODE_ID, system_id
+from metastore.keys import ObjKey
+from metastore.objtypes import NODE_LEASE
+from metastore.persistence.base import Persistence, UpdateableObject
+
+log = logging.getLogger(__name__)
+
+SYSTEM_TENANT = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    node_id: int
+    token: str
+    leased_until_us: int
+
+
+def lease_key(node_id: int) -> ObjKey:
+    return ObjKey(SYSTEM_TENANT, "", NODE_LEASE.name, system_id(node_id))
+
+
+class NodeLeaser:
+    def __init__(
+        self,
+        persistence: Persistence,
+        codec: Codec,
+        clock: Clock,
+        holder: str,
+        lease_seconds: float = 60.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._persistence = persistence
+        self._codec = codec
+        self._clock = clock
+        self._holder = holder
+        self._lease_us = int(lease_seconds * 1_000_000)
+        self._rng = rng or random.Random()
+        self.lease: Lease | None = None
+
+    @property
+    def renew_interval_s(self) -> float:
+        return self._lease_us / 3 / 1_000_000
+
+    def _object(self, node_id: int, until_us: int) -> UpdateableObject:
+        data = self._codec.encode(
+            "node_lease",
+            {"node_id": node_id, "holder": self._holder, "leased_until_us": until_us},
+        )
+        return UpdateableObject(lease_key(node_id), data, secrets.token_hex(8))
+
+    def acquire(self) -> Lease:
+        candidates = list(range(MAX_NODE_ID + 1))
+        self._rng.shuffle(candidates)
+        for node_id in candidates:
+            current = self._persistence.get_updateable(lease_key(node_id))
+            now = self._clock.now_us()
+            if current is not None:
+                record = self._codec.decode("node_lease", current.data)
+                if record["leased_until_us"] > now:
+                    continue
+            until = now + self._lease_us
+            new = self._object(node_id, until)
+            expected = current.token if current is not None else None
+            if self._persistence.cas_updateable(new.key, expected, new):
+                self.lease = Lease(node_id, new.token, until)
+                log.info("leased node id %d until %d", node_id, until)
+                return self.lease
+        raise ServiceUnavailable("all 1024 snowflake node ids are leased; cannot start")
+
+    def renew(self) -> bool:
+        """Extend the lease; False if it was lost (taken over after expiry)."""
+        lease = self.lease
+        if lease is None:
+            return False
+        until = self._clock.now_us() + self._lease_us
+        new = self._object(lease.node_id, until)
+        if self._persistence.cas_updateable(new.key, lease.token, new):
+            self.lease = Lease(lease.node_id, new.token, until)
+            return True
+        log.error("lost the lease on node id %d", lease.node_id)
+        self.lease = None
+        return False
+
+    def release(self) -> None:
+        lease = self.lease
+        if lease is None:
+            return
+        self._persistence.cas_updateable(lease_key(lease.node_id), lease.token, None)
+        self.lease = None

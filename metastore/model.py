@@ -1,0 +1,123 @@
+"""Typed, immutable forms of the stored records and their Avro mapping."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from metastore.codec import Codec
+from metastore.index import Entry, StripeRef, decode_entries, encode_entries
+from metastore.keys import EntityKey, Kind
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class CommitChange:
+    key: bytes  # encoded EntityKey
+    action: str  # CREATE | UPDATE | DELETE
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    id: int
+    parent: int  # 0 = root
+    seq: int
+    created_at_us: int
+    principal: str
+    operation: str
+    changes: tuple[CommitChange, ...]
+    index: tuple[Entry, ...]  # embedded index, sorted
+    stripes: tuple[StripeRef, ...]
+
+    def encode(self, codec: Codec) -> bytes:
+        return codec.encode(
+            "commit",
+            {
+                "parent": self.parent,
+                "seq": self.seq,
+                "created_at_us": self.created_at_us,
+                "principal": self.principal,
+                "operation": self.operation,
+                "changes": [{"key": c.key, "action": c.action} for c in self.changes],
+                "index": encode_entries(self.index),
+                "stripes": [{"first": s.first, "last": s.last, "id": s.id} for s in self.stripes],
+            },
+        )
+
+    @classmethod
+    def decode(cls, codec: Codec, obj_id: int, data: bytes) -> Commit:
+        r = codec.decode("commit", data)
+        return cls(
+            id=obj_id,
+            parent=r["parent"],
+            seq=r["seq"],
+            created_at_us=r["created_at_us"],
+            principal=r["principal"],
+            operation=r["operation"],
+            changes=tuple(CommitChange(c["key"], c["action"]) for c in r["changes"]),
+            index=tuple(decode_entries(r["index"])),
+            stripes=tuple(StripeRef(s["first"], s["last"], s["id"]) for s in r["stripes"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Entity:
+    """One immutable version of a namespace, table, view, catalog or tenant record."""
+
+    entity_id: int
+    kind: Kind
+    path: tuple[str, ...]
+    properties: Mapping[str, str]
+    location: str | None
+    version: int
+    created_at_us: int
+    updated_at_us: int
+    attachments: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
+
+    @property
+    def key(self) -> EntityKey:
+        if self.kind is Kind.SYSTEM:
+            return EntityKey(Kind.SYSTEM, (), self.path[-1])
+        return EntityKey(self.kind, self.path[:-1], self.path[-1])
+
+    def encode(self, codec: Codec) -> bytes:
+        return codec.encode(
+            "entity",
+            {
+                "entity_id": self.entity_id,
+                "kind": self.kind.label,
+                "path": list(self.path),
+                "properties": dict(self.properties),
+                "location": self.location,
+                "version": self.version,
+                "created_at_us": self.created_at_us,
+                "updated_at_us": self.updated_at_us,
+                "attachments": dict(self.attachments),
+            },
+        )
+
+    @classmethod
+    def decode(cls, codec: Codec, data: bytes) -> Entity:
+        r = codec.decode("entity", data)
+        return cls(
+            entity_id=r["entity_id"],
+            kind=Kind[r["kind"].upper()],
+            path=tuple(r["path"]),
+            properties=MappingProxyType(r["properties"]),
+            location=r["location"],
+            version=r["version"],
+            created_at_us=r["created_at_us"],
+            updated_at_us=r["updated_at_us"],
+            attachments=MappingProxyType(r["attachments"]),
+        )
+
+
+def stripe_encode(codec: Codec, entries: list[Entry]) -> bytes:
+    return codec.encode("index", encode_entries(entries))
+
+
+def stripe_decode(codec: Codec, data: bytes) -> list[Entry]:
+    return decode_entries(codec.decode("index", data))

@@ -1,0 +1,104 @@
+"""The persistence contract: immutable objects, CAS'd references, updateable objects.
+
+Deliberately narrow (seed 000 / lakeFS KV): anything that can do single-row
+conditional writes can implement it. ``write`` is the one mutation of the commit
+path: it stores new immutable objects and, atomically with them, applies one
+compare-and-swap on a reference. In Kafka mode that maps to one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from metastore.codec import Codec
+from metastore.keys import ObjKey, RefKey
+
+DEFAULT_RECENT_HEADS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class StoredObject:
+    key: ObjKey
+    data: bytes  # codec-encoded value (header + Avro)
+    created_at_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    key: RefKey
+    head: int
+    created_at_us: int
+    recent: tuple[int, ...] = field(default=())  # previous HEADs, newest first
+
+    def advanced(self, new_head: int, now_us: int, keep: int = DEFAULT_RECENT_HEADS) -> Ref:
+        """The ref after moving HEAD to ``new_head``; the old HEAD joins ``recent``."""
+        recent = (self.head, *self.recent)[:keep] if keep > 0 else ()
+        return Ref(self.key, new_head, now_us, recent)
+
+
+@dataclass(frozen=True, slots=True)
+class RefUpdate:
+    """CAS on one ref: ``expected_head`` None = must not exist; ``new`` None = delete."""
+
+    key: RefKey
+    expected_head: int | None
+    new: Ref | None
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateableObject:
+    key: ObjKey
+    data: bytes
+    token: str  # version token: changes on every update, compared by CAS
+
+
+class Persistence(Protocol):
+    """Thread-safe. Every backend passes ``tests/persistence/test_contract.py``."""
+
+    def get_objects(self, keys: Sequence[ObjKey]) -> list[StoredObject | None]:
+        """Objects in the order of ``keys``; None where absent."""
+        ...
+
+    def write(self, objects: Sequence[StoredObject], ref_update: RefUpdate | None = None) -> None:
+        """Store ``objects`` and apply ``ref_update``, all or nothing.
+
+        Raises ``RefConditionFailed`` if the ref's HEAD is not the expected one
+        (or it exists when it must not), ``ObjectConflict`` if an object id is
+        already stored with different bytes; in both cases nothing is written.
+        Re-writing an object with identical bytes is a no-op.
+        """
+        ...
+
+    def get_ref(self, key: RefKey) -> Ref | None: ...
+
+    def scan_refs(self, tenant: str | None = None) -> Iterator[Ref]:
+        """All refs (of one tenant), sorted by encoded key."""
+        ...
+
+    def scan_objects(self, tenant: str, catalog: str) -> Iterator[StoredObject]:
+        """Every immutable object of one catalog, sorted by encoded key (maintenance)."""
+        ...
+
+    def get_updateable(self, key: ObjKey) -> UpdateableObject | None: ...
+
+    def cas_updateable(
+        self, key: ObjKey, expected_token: str | None, new: UpdateableObject | None
+    ) -> bool:
+        """Replace (or create, ``expected_token`` None; or delete, ``new`` None) if the
+        stored token matches. False, writing nothing, if it does not."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def encode_ref(codec: Codec, ref: Ref) -> bytes:
+    return codec.encode(
+        "ref", {"head": ref.head, "created_at_us": ref.created_at_us, "recent": list(ref.recent)}
+    )
+
+
+def decode_ref(codec: Codec, key: RefKey, data: bytes) -> Ref:
+    record = codec.decode("ref", data)
+    return Ref(key, record["head"], record["created_at_us"], tuple(record["recent"]))

@@ -1,0 +1,140 @@
+"""In-memory backend: the reference implementation of the persistence contract.
+
+Used by unit tests and single-process runs. Refs are kept as codec-encoded bytes,
+exactly as the RocksDB backend stores them, so both backends exercise the same
+codec path and a schema problem shows up in the fast tests too. One lock covers
+every check-and-apply, which is what makes ``write`` all-or-nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+
+from metastore.codec import Codec, default_codec
+from metastore.errors import ObjectConflict, RefConditionFailed
+from metastore.keys import ObjKey, RefKey, catalog_prefix, tenant_prefix
+from metastore.persistence.base import (
+    Ref,
+    RefUpdate,
+    StoredObject,
+    UpdateableObject,
+    decode_ref,
+    encode_ref,
+)
+
+
+class MemoryPersistence:
+    """``Persistence`` over three dicts keyed by encoded keys; nothing survives the process."""
+
+    def __init__(self, codec: Codec | None = None) -> None:
+        self._codec = codec if codec is not None else default_codec()
+        self._lock = threading.Lock()
+        self._objects: dict[bytes, StoredObject] = {}
+        self._refs: dict[bytes, bytes] = {}  # encoded RefKey -> encode_ref bytes
+        self._updateables: dict[bytes, UpdateableObject] = {}
+
+    def get_objects(self, keys: Sequence[ObjKey]) -> list[StoredObject | None]:
+        with self._lock:
+            return [self._objects.get(key.encode()) for key in keys]
+
+    def write(self, objects: Sequence[StoredObject], ref_update: RefUpdate | None = None) -> None:
+        with self._lock:
+            # Validate everything before touching anything: that is the atomicity.
+            # The ref first: a stale writer must see "conflict, retry", not a bug.
+            if ref_update is not None:
+                raw_key = ref_update.key.encode()
+                check_ref_update(ref_update, self._head(ref_update.key, self._refs.get(raw_key)))
+                new = ref_update.new
+                new_value = None if new is None else encode_ref(self._codec, new)
+            fresh = new_objects(objects, self._objects.get)
+            if ref_update is not None:
+                if new_value is None:
+                    self._refs.pop(raw_key, None)
+                else:
+                    self._refs[raw_key] = new_value
+            self._objects.update(fresh)
+
+    def _head(self, key: RefKey, raw: bytes | None) -> int | None:
+        return None if raw is None else decode_ref(self._codec, key, raw).head
+
+    def get_ref(self, key: RefKey) -> Ref | None:
+        with self._lock:
+            raw = self._refs.get(key.encode())
+        return None if raw is None else decode_ref(self._codec, key, raw)
+
+    def scan_refs(self, tenant: str | None = None) -> Iterator[Ref]:
+        prefix = b"" if tenant is None else tenant_prefix(tenant)
+        with self._lock:  # snapshot, so callers may write while iterating
+            items = sorted((k, v) for k, v in self._refs.items() if k.startswith(prefix))
+        for raw_key, raw in items:
+            yield decode_ref(self._codec, RefKey.decode(raw_key), raw)
+
+    def scan_objects(self, tenant: str, catalog: str) -> Iterator[StoredObject]:
+        prefix = catalog_prefix(tenant, catalog)
+        with self._lock:
+            keys = sorted(k for k in self._objects if k.startswith(prefix))
+            snapshot = [self._objects[k] for k in keys]
+        yield from snapshot
+
+    def get_updateable(self, key: ObjKey) -> UpdateableObject | None:
+        with self._lock:
+            return self._updateables.get(key.encode())
+
+    def cas_updateable(
+        self, key: ObjKey, expected_token: str | None, new: UpdateableObject | None
+    ) -> bool:
+        check_updateable_key(key, new)
+        raw_key = key.encode()
+        with self._lock:
+            current = self._updateables.get(raw_key)
+            current_token = None if current is None else current.token
+            if current_token != expected_token:
+                return False
+            if new is None:
+                self._updateables.pop(raw_key, None)
+            else:
+                self._updateables[raw_key] = new
+            return True
+
+    def close(self) -> None:
+        """Nothing to release; the data stays readable (tests inspect it after close)."""
+
+
+# The rules below are shared with the RocksDB backend, so both decide alike.
+
+
+def new_objects(
+    objects: Sequence[StoredObject], stored: Callable[[bytes], StoredObject | None]
+) -> dict[bytes, StoredObject]:
+    """The objects not stored yet, keyed by encoded key; ``ObjectConflict`` on differing bytes.
+
+    Checks duplicates inside one call too: two different values for one id in the
+    same batch are the same bug as one against the store.
+    """
+    pending: dict[bytes, StoredObject] = {}
+    for obj in objects:
+        raw_key = obj.key.encode()
+        known = pending.get(raw_key)
+        if known is None:
+            known = stored(raw_key)
+        if known is None:
+            pending[raw_key] = obj
+        elif known.data != obj.data:
+            raise ObjectConflict(f"object {obj.key} is already stored with different bytes")
+    return pending
+
+
+def check_ref_update(update: RefUpdate, current_head: int | None) -> None:
+    """Raise ``RefConditionFailed`` unless ``update`` may apply to a ref at ``current_head``."""
+    if update.new is not None and update.new.key != update.key:
+        raise ValueError(f"ref update for {update.key} carries a ref for {update.new.key}")
+    if current_head != update.expected_head:
+        expected = "no ref" if update.expected_head is None else f"HEAD {update.expected_head}"
+        found = "none" if current_head is None else f"HEAD {current_head}"
+        raise RefConditionFailed(f"ref {update.key}: expected {expected}, found {found}")
+
+
+def check_updateable_key(key: ObjKey, new: UpdateableObject | None) -> None:
+    if new is not None and new.key != key:
+        raise ValueError(f"updateable CAS on {key} carries an object for {new.key}")

@@ -1,0 +1,20 @@
+"""Where the data files in ``schemas/`` are, installed or in a checkout.
+
+A wheel carries them inside the package (``metastore/_schemas``, see
+pyproject's force-include); an editable install or a checkout reads the
+repository's top-level ``schemas/`` folder.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+
+@cache
+def schemas_dir() -> Path:
+    package = Path(__file__).resolve().parent
+    for candidate in (package / "_schemas", package.parent / "schemas"):
+        if (candidate / "avro").is_dir():
+            return candidate
+    raise FileNotFoundError(f"schemas/ not found next to {package}")

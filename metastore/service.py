@@ -1,0 +1,336 @@
+"""The metastore service: tenants, catalogs and their entities over the commit engine.
+
+A tenant exists iff its tenant ref ``(tenant, "", "main")`` exists; a catalog
+iff its ref ``(tenant, catalog, "main")`` exists. Each ref's root commit holds
+the tenant's or catalog's own record (``keys.TENANT_RECORD`` /
+``keys.CATALOG_RECORD``), so creating one is a single atomic ref creation and
+its properties are versioned like every other entity. Reads never take a lane:
+they resolve HEAD (or a given commit, for point-in-time reads) and read
+immutable objects, most of them from the cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from metastore.cache import ObjectCache
+from metastore.changes import CreateEntity, UpdateEntity
+from metastore.codec import Codec
+from metastore.commits import CommitOutcome, CommitRequest, RefAction, not_found
+from metastore.errors import (
+    CommitConflict,
+    InvalidPageToken,
+    NoSuchCatalog,
+    NoSuchCommit,
+    NoSuchTenant,
+    NotEmpty,
+    NotFound,
+    ServiceUnavailable,
+)
+from metastore.index import IndexView
+from metastore.keys import (
+    CATALOG_RECORD,
+    MAIN_REF,
+    SYSTEM_CATALOG,
+    TENANT_RECORD,
+    EntityKey,
+    Kind,
+    RefKey,
+    kind_prefix,
+)
+from metastore.lanes import CommitLanes
+from metastore.model import Commit, Entity
+from metastore.names import check_system_name
+from metastore.paging import PageToken, check_page_size, decode_token, encode_token, fingerprint
+from metastore.persistence.base import Persistence, Ref
+from metastore.requirements import AssertEmpty, AssertVersion, Requirement
+from metastore.store import CatalogObjects
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    items: list[T]
+    next_token: str | None
+
+
+def tenant_ref(tenant: str) -> RefKey:
+    return RefKey(tenant, SYSTEM_CATALOG, MAIN_REF)
+
+
+def catalog_ref(tenant: str, catalog: str) -> RefKey:
+    return RefKey(tenant, catalog, MAIN_REF)
+
+
+class Metastore:
+    def __init__(
+        self,
+        persistence: Persistence,
+        codec: Codec,
+        cache: ObjectCache,
+        lanes: CommitLanes,
+        writable: bool = True,
+    ) -> None:
+        self.persistence = persistence
+        self._codec = codec
+        self._cache = cache
+        self._lanes = lanes
+        self.writable = writable
+
+    def objects(self, tenant: str, catalog: str) -> CatalogObjects:
+        return CatalogObjects(self.persistence, self._codec, self._cache, tenant, catalog)
+
+    # --- reads -------------------------------------------------------------------------
+
+    def get_ref(self, tenant: str, catalog: str) -> Ref:
+        ref = self.persistence.get_ref(catalog_ref(tenant, catalog))
+        if ref is None:
+            self.check_tenant(tenant)
+            if catalog == SYSTEM_CATALOG:
+                raise NoSuchTenant(f"tenant does not exist: {tenant}")
+            raise NoSuchCatalog(f"catalog does not exist: {catalog}")
+        return ref
+
+    def check_tenant(self, tenant: str) -> None:
+        if self.persistence.get_ref(tenant_ref(tenant)) is None:
+            raise NoSuchTenant(f"tenant does not exist: {tenant}")
+
+    def head(self, tenant: str, catalog: str, at: int | None = None) -> Commit:
+        """HEAD of a catalog, or the given commit (point-in-time reads)."""
+        objects = self.objects(tenant, catalog)
+        if at is None:
+            return objects.commit(self.get_ref(tenant, catalog).head)
+        self.get_ref(tenant, catalog)
+        return objects.commit(at)
+
+    def _view(self, tenant: str, catalog: str, commit: Commit) -> IndexView:
+        view = self.objects(tenant, catalog).index(commit)
+        assert view is not None
+        return view
+
+    def get_entity(
+        self, tenant: str, catalog: str, key: EntityKey, at: int | None = None
+    ) -> Entity:
+        commit = self.head(tenant, catalog, at)
+        value = self._view(tenant, catalog, commit).get(key.encode())
+        if value is None:
+            raise not_found(key)
+        return self.objects(tenant, catalog).entity(value[1])
+
+    def list_entities(
+        self,
+        tenant: str,
+        catalog: str,
+        namespace: tuple[str, ...],
+        kind: Kind,
+        page_token: str | None = None,
+        page_size: int | None = None,
+        at: int | None = None,
+    ) -> Page[Entity]:
+        size = check_page_size(page_size)
+        prefix = kind_prefix(namespace, kind)
+        listing = fingerprint(tenant, catalog, prefix)
+        after: bytes | None = None
+        if page_token:
+            token = decode_token(page_token, listing)
+            try:
+                commit = self.head(tenant, catalog, token.commit_id)
+            except NoSuchCommit:
+                raise InvalidPageToken("invalid page token: unknown snapshot") from None
+            after = token.after
+        else:
+            commit = self.head(tenant, catalog, at)
+        view = self._view(tenant, catalog, commit)
+        if namespace and view.get(EntityKey.namespace_key(namespace).encode()) is None:
+            raise not_found(EntityKey.namespace_key(namespace))
+        objects = self.objects(tenant, catalog)
+        items: list[Entity] = []
+        last = b""
+        for key, value in view.items(prefix, after):
+            if len(items) == size:
+                return Page(items, encode_token(PageToken(commit.id, last), listing))
+            items.append(objects.entity(value[1]))
+            last = key
+        return Page(items, None)
+
+    def list_commits(
+        self, tenant: str, catalog: str, page_token: str | None, page_size: int | None
+    ) -> Page[Commit]:
+        """History of the main ref, newest first; a token resumes at a pinned commit."""
+        size = check_page_size(page_size)
+        listing = fingerprint(tenant, catalog, "commits")
+        objects = self.objects(tenant, catalog)
+        if page_token:
+            start = decode_token(page_token, listing).commit_id
+            self.get_ref(tenant, catalog)
+        else:
+            start = self.get_ref(tenant, catalog).head
+        items: list[Commit] = []
+        next_id = start
+        while next_id and len(items) < size:
+            try:
+                commit = objects.commit(next_id)
+            except NoSuchCommit:
+                if page_token and not items:
+                    raise InvalidPageToken("invalid page token: unknown commit") from None
+                raise
+            items.append(commit)
+            next_id = commit.parent
+        token = encode_token(PageToken(next_id, b""), listing) if next_id else None
+        return Page(items, token)
+
+    # --- writes ------------------------------------------------------------------------
+
+    async def commit(self, tenant: str, catalog: str, request: CommitRequest) -> CommitOutcome:
+        if not self.writable:
+            raise ServiceUnavailable("this node cannot write (its node id lease was lost)")
+        if catalog != SYSTEM_CATALOG:
+            self.check_tenant(tenant)
+        return await self._lanes.submit(catalog_ref(tenant, catalog), request)
+
+    # --- tenants -----------------------------------------------------------------------
+
+    async def create_tenant(
+        self, name: str, properties: Mapping[str, str], principal: str
+    ) -> Entity:
+        check_system_name("tenant", name)
+        request = CommitRequest(
+            changes=(CreateEntity(TENANT_RECORD, properties),),
+            principal=principal,
+            operation="create tenant",
+            ref_action=RefAction.CREATE,
+        )
+        outcome = await self.commit(name, SYSTEM_CATALOG, request)
+        return _only(outcome)
+
+    def get_tenant(self, name: str) -> Entity:
+        return self._record(name, SYSTEM_CATALOG, TENANT_RECORD)
+
+    def list_tenants(self, page_token: str | None, page_size: int | None) -> Page[Entity]:
+        refs = (r for r in self.persistence.scan_refs() if _is_main(r) and not r.key.catalog)
+        return self._page_refs(refs, "tenants", page_token, page_size, TENANT_RECORD)
+
+    async def update_record(
+        self,
+        tenant: str,
+        catalog: str,
+        updates: Mapping[str, str],
+        removals: Sequence[str],
+        expected_version: int | None,
+        principal: str,
+    ) -> Entity:
+        key = TENANT_RECORD if catalog == SYSTEM_CATALOG else CATALOG_RECORD
+        requirements: tuple[Requirement, ...] = ()
+        if expected_version is not None:
+            requirements = (AssertVersion(key, expected_version),)
+        request = CommitRequest(
+            requirements=requirements,
+            changes=(UpdateEntity(key, dict(updates), tuple(removals)),),
+            principal=principal,
+            operation=f"update {key.name} properties",
+        )
+        return _only(await self.commit(tenant, catalog, request))
+
+    async def delete_tenant(self, name: str, principal: str) -> None:
+        self.check_tenant(name)
+        if any(r.key.catalog for r in self.persistence.scan_refs(name)):
+            raise NotEmpty(f"tenant {name!r} still has catalogs; delete them first")
+        request = CommitRequest(
+            principal=principal, operation="delete tenant", ref_action=RefAction.DELETE
+        )
+        await self.commit(name, SYSTEM_CATALOG, request)
+
+    # --- catalogs ----------------------------------------------------------------------
+
+    async def create_catalog(
+        self, tenant: str, name: str, properties: Mapping[str, str], principal: str
+    ) -> Entity:
+        check_system_name("catalog", name)
+        request = CommitRequest(
+            changes=(CreateEntity(CATALOG_RECORD, properties),),
+            principal=principal,
+            operation="create catalog",
+            ref_action=RefAction.CREATE,
+        )
+        return _only(await self.commit(tenant, name, request))
+
+    def get_catalog(self, tenant: str, name: str) -> Entity:
+        return self._record(tenant, name, CATALOG_RECORD)
+
+    def list_catalogs(
+        self, tenant: str, page_token: str | None, page_size: int | None
+    ) -> Page[Entity]:
+        self.check_tenant(tenant)
+        refs = (r for r in self.persistence.scan_refs(tenant) if _is_main(r) and r.key.catalog)
+        return self._page_refs(refs, f"catalogs/{tenant}", page_token, page_size, CATALOG_RECORD)
+
+    async def delete_catalog(self, tenant: str, name: str, principal: str) -> None:
+        request = CommitRequest(
+            requirements=(AssertEmpty(()),),
+            principal=principal,
+            operation="delete catalog",
+            ref_action=RefAction.DELETE,
+        )
+        try:
+            await self.commit(tenant, name, request)
+        except CommitConflict:
+            raise NotEmpty(f"catalog {name!r} still has namespaces; drop them first") from None
+
+    async def reset_ref(self, tenant: str, catalog: str, to: int, principal: str) -> Ref:
+        request = CommitRequest(
+            principal=principal, operation="reset", ref_action=RefAction.RESET, reset_to=to
+        )
+        await self.commit(tenant, catalog, request)
+        return self.get_ref(tenant, catalog)
+
+    # --- helpers -----------------------------------------------------------------------
+
+    def _record(self, tenant: str, catalog: str, key: EntityKey) -> Entity:
+        try:
+            return self.get_entity(tenant, catalog, key)
+        except NotFound as exc:
+            if isinstance(exc, NoSuchTenant | NoSuchCatalog):
+                raise
+            raise NoSuchCatalog(f"catalog {catalog!r} has no record") from None
+
+    def _page_refs(
+        self,
+        refs: Iterator[Ref],
+        listing_name: str,
+        page_token: str | None,
+        page_size: int | None,
+        record: EntityKey,
+    ) -> Page[Entity]:
+        size = check_page_size(page_size)
+        listing = fingerprint(listing_name)
+        after = decode_token(page_token, listing).after if page_token else b""
+        items: list[Entity] = []
+        last = b""
+        for ref in refs:
+            name = (ref.key.catalog or ref.key.tenant).encode()
+            if name <= after:
+                continue
+            if len(items) == size:
+                return Page(items, encode_token(PageToken(0, last), listing))
+            objects = self.objects(ref.key.tenant, ref.key.catalog)
+            view = objects.index(objects.commit(ref.head))
+            value = view.get(record.encode()) if view is not None else None
+            if value is None:
+                continue
+            items.append(objects.entity(value[1]))
+            last = name
+        return Page(items, None)
+
+
+def _is_main(ref: Ref) -> bool:
+    return ref.key.name == MAIN_REF
+
+
+def _only(outcome: CommitOutcome) -> Entity:
+    for entity in outcome.entities.values():
+        if entity is not None:
+            return entity
+    raise AssertionError("commit produced no entity")

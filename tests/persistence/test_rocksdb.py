@@ -1,0 +1,163 @@
+"""RocksDB-only behaviour: durability across close and SIGKILL, and the format marker.
+
+The contract itself is in ``test_contract.py``; this file covers what only a
+store on disk can get wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from rocksdict import Options, Rdict
+
+import metastore
+from metastore.keys import ObjKey, RefKey
+from metastore.persistence.base import Ref, RefUpdate, StoredObject, UpdateableObject
+from metastore.persistence.rocksdb import RocksDBPersistence, StoreFormatError
+
+MAIN = RefKey("t", "c", "main")
+
+
+def _raw_put(path: Path, key: bytes, value: bytes) -> None:
+    db = Rdict(str(path), Options(raw_mode=True))
+    db[key] = value
+    db.close()
+
+
+def test_data_survives_close_and_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    store = RocksDBPersistence(path)
+    objects = [StoredObject(ObjKey("t", "c", "entity", i), b"v%d" % i, i) for i in range(50)]
+    head = Ref(MAIN, 7, 70, (6, 5))
+    lease = UpdateableObject(ObjKey("t", "", "node-lease", 1), b"lease", "tok")
+    store.write(objects, RefUpdate(MAIN, None, head))
+    assert store.cas_updateable(lease.key, None, lease)
+    store.close()
+    store.close()  # idempotent
+
+    reopened = RocksDBPersistence(path)
+    try:
+        assert reopened.get_objects([o.key for o in objects]) == objects
+        assert reopened.get_ref(MAIN) == head
+        assert list(reopened.scan_refs()) == [head]
+        assert list(reopened.scan_objects("t", "c")) == objects
+        assert reopened.get_updateable(lease.key) == lease
+    finally:
+        reopened.close()
+
+
+def test_closed_store_refuses_calls(tmp_path: Path) -> None:
+    store = RocksDBPersistence(tmp_path / "db")
+    store.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        store.get_ref(MAIN)
+    with pytest.raises(RuntimeError, match="closed"):
+        store.write([], RefUpdate(MAIN, None, Ref(MAIN, 1, 1)))
+
+
+def test_abandoned_scan_does_not_pin_the_database_open(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    store = RocksDBPersistence(path)
+    store.write([StoredObject(ObjKey("t", "c", "entity", i), b"v", 1) for i in range(1_000)])
+    scan = store.scan_objects("t", "c")
+    next(scan)
+    store.close()  # the half-read scan still exists
+    RocksDBPersistence(path).close()  # would fail on RocksDB's LOCK if it pinned the DB
+    del scan  # callers abandon a scan by dropping it
+
+
+def test_other_format_is_refused_and_the_lock_released(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    RocksDBPersistence(path).close()
+    _raw_put(path, b"mformat", b"2")
+    with pytest.raises(StoreFormatError, match="format b'2'"):
+        RocksDBPersistence(path)
+    _raw_put(path, b"mformat", b"1")  # the refused open left the database closed
+    RocksDBPersistence(path).close()
+
+
+def test_unmarked_database_with_data_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    _raw_put(path, b"some", b"thing")
+    with pytest.raises(StoreFormatError, match="no format marker"):
+        RocksDBPersistence(path)
+
+
+# The child commits 1, 2, 3, ...: commit k stores three objects and moves the ref
+# from k-1 to k in one write, then acknowledges k on stdout.
+CHILD = """
+import sys
+from metastore.keys import ObjKey, RefKey
+from metastore.persistence.base import Ref, RefUpdate, StoredObject
+from metastore.persistence.rocksdb import RocksDBPersistence
+
+store = RocksDBPersistence(sys.argv[1], sync=sys.argv[2] == "1")
+key = RefKey("t", "c", "main")
+store.write([], RefUpdate(key, None, Ref(key, 0, 0)))
+print(0, flush=True)
+head = 0
+while True:
+    new = head + 1
+    objects = [
+        StoredObject(ObjKey("t", "c", "commit", new * 10 + i), b"%d" % new, new) for i in range(3)
+    ]
+    store.write(objects, RefUpdate(key, head, Ref(key, new, new, (head,))))
+    print(new, flush=True)
+    head = new
+"""
+
+
+def _commit_keys(k: int) -> list[ObjKey]:
+    return [ObjKey("t", "c", "commit", k * 10 + i) for i in range(3)]
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["nosync", "sync"])
+def test_acknowledged_writes_survive_sigkill(tmp_path: Path, sync: bool) -> None:
+    path = tmp_path / "db"
+    root = str(Path(metastore.__file__).resolve().parents[1])
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+    }
+    argv = [sys.executable, "-c", CHILD, str(path), "1" if sync else "0"]
+    with (
+        (tmp_path / "stderr").open("w") as stderr,
+        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env) as child,
+    ):
+        watchdog = threading.Timer(60, child.kill)  # never hang the suite on a stuck child
+        watchdog.start()
+        acked = -1
+        try:
+            assert child.stdout is not None
+            while acked < 300:
+                line = child.stdout.readline()
+                if not line:
+                    pytest.fail(f"child exited early: {(tmp_path / 'stderr').read_text()}")
+                acked = int(line)
+            time.sleep(0.005)  # let it get into the middle of further writes
+            os.kill(child.pid, signal.SIGKILL)
+            child.wait()
+        finally:
+            watchdog.cancel()
+            child.kill()
+    assert child.returncode == -signal.SIGKILL
+
+    store = RocksDBPersistence(path)
+    try:
+        head = store.get_ref(MAIN)
+        assert head is not None and head.head >= acked
+        assert head.recent == (head.head - 1,)
+        for k in range(1, head.head + 1):
+            found = store.get_objects(_commit_keys(k))
+            assert [o.data if o else None for o in found] == [b"%d" % k] * 3, k
+        # The write after the last durable HEAD left nothing half-applied.
+        assert store.get_objects(_commit_keys(head.head + 1)) == [None] * 3
+    finally:
+        store.close()
