@@ -209,7 +209,9 @@ class Metastore:
     def get_tenant(self, name: str) -> Entity:
         return self._record(name, SYSTEM_CATALOG, TENANT_RECORD)
 
-    def list_tenants(self, page_token: str | None, page_size: int | None) -> Page[Entity]:
+    def list_tenants(
+        self, page_token: str | None, page_size: int | None
+    ) -> Page[tuple[str, Entity]]:
         refs = (r for r in self.persistence.scan_refs() if _is_main(r) and not r.key.catalog)
         return self._page_refs(refs, "tenants", page_token, page_size, TENANT_RECORD)
 
@@ -262,7 +264,7 @@ class Metastore:
 
     def list_catalogs(
         self, tenant: str, page_token: str | None, page_size: int | None
-    ) -> Page[Entity]:
+    ) -> Page[tuple[str, Entity]]:
         self.check_tenant(tenant)
         refs = (r for r in self.persistence.scan_refs(tenant) if _is_main(r) and r.key.catalog)
         return self._page_refs(refs, f"catalogs/{tenant}", page_token, page_size, CATALOG_RECORD)
@@ -303,11 +305,12 @@ class Metastore:
         page_token: str | None,
         page_size: int | None,
         record: EntityKey,
-    ) -> Page[Entity]:
+    ) -> Page[tuple[str, Entity]]:
+        """Tenants or catalogs (one per ref) in name order; tokens carry the last name."""
         size = check_page_size(page_size)
         listing = fingerprint(listing_name)
         after = decode_token(page_token, listing).after if page_token else b""
-        items: list[Entity] = []
+        items: list[tuple[str, Entity]] = []
         last = b""
         for ref in refs:
             name = (ref.key.catalog or ref.key.tenant).encode()
@@ -320,7 +323,7 @@ class Metastore:
             value = view.get(record.encode()) if view is not None else None
             if value is None:
                 continue
-            items.append(objects.entity(value[1]))
+            items.append((name.decode(), objects.entity(value[1])))
             last = name
         return Page(items, None)
 

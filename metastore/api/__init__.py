@@ -1,0 +1,1 @@
+"""The HTTP API (aiohttp): the native API under /api/v1 and health."""

@@ -1,0 +1,51 @@
+"""Every error leaves as the Iceberg error shape: {"error": {"message", "type", "code"}}."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from metastore.errors import MetastoreError
+
+log = logging.getLogger(__name__)
+
+_HTTP_TYPES = {
+    400: "BadRequestException",
+    401: "NotAuthorizedException",
+    403: "ForbiddenException",
+    404: "NotFoundException",
+    405: "MethodNotAllowedException",
+    406: "NotAcceptableException",
+    409: "ConflictException",
+    413: "RequestEntityTooLargeException",
+    415: "UnsupportedMediaTypeException",
+    503: "ServiceUnavailableException",
+}
+
+
+def error_response(status: int, error_type: str, message: str) -> web.Response:
+    body = {"error": {"message": message, "type": error_type, "code": status}}
+    return web.json_response(body, status=status, dumps=json.dumps)
+
+
+@web.middleware
+async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except MetastoreError as exc:
+        if exc.status >= 500:
+            log.warning("%s %s -> %d %s", request.method, request.path, exc.status, exc.message)
+        return error_response(exc.status, exc.error_type, exc.message)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        message = exc.reason if exc.status != 404 else f"no such resource: {request.path}"
+        if exc.status == 413:
+            message = f"request body too large: {exc.text or exc.reason}"
+        return error_response(exc.status, _HTTP_TYPES.get(exc.status, "HttpException"), message)
+    except Exception:
+        log.exception("unhandled error in %s %s", request.method, request.path)
+        return error_response(500, "InternalServerError", "internal server error (logged)")

@@ -1,0 +1,153 @@
+"""Native API: tenants, catalogs, the main ref and its commit history."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from metastore.api import params
+from metastore.api.render import commit_json, named_json, ref_json
+from metastore.api.typedefs import METASTORE
+from metastore.api.validation import read_json
+from metastore.errors import NoSuchCommit
+from metastore.keys import SYSTEM_CATALOG
+
+routes = web.RouteTableDef()
+PRINCIPAL = "anonymous"  # authentication arrives with the Iceberg REST issue
+
+TENANTS = "/api/v1/tenants"
+TENANT = TENANTS + "/{tenant}"
+CATALOGS = TENANT + "/catalogs"
+CATALOG = CATALOGS + "/{catalog}"
+
+
+@routes.get(TENANTS)
+async def list_tenants(request: web.Request) -> web.Response:
+    token, size = params.page(request)
+    result = request.app[METASTORE].list_tenants(token, size)
+    return web.json_response(
+        {
+            "tenants": [named_json(name, e) for name, e in result.items],
+            "next-page-token": result.next_token,
+        }
+    )
+
+
+@routes.post(TENANTS)
+async def create_tenant(request: web.Request) -> web.Response:
+    body = await read_json(request, "create_named")
+    entity = await request.app[METASTORE].create_tenant(
+        body["name"], body.get("properties", {}), PRINCIPAL
+    )
+    return web.json_response(named_json(body["name"], entity), status=201)
+
+
+@routes.get(TENANT)
+async def get_tenant(request: web.Request) -> web.Response:
+    name = params.tenant(request)
+    return web.json_response(named_json(name, request.app[METASTORE].get_tenant(name)))
+
+
+@routes.post(TENANT + "/properties")
+async def update_tenant(request: web.Request) -> web.Response:
+    name = params.tenant(request)
+    body = await read_json(request, "update_properties")
+    entity = await request.app[METASTORE].update_record(
+        name,
+        SYSTEM_CATALOG,
+        body.get("updates", {}),
+        body.get("removals", []),
+        body.get("expected-version"),
+        PRINCIPAL,
+    )
+    return web.json_response(named_json(name, entity))
+
+
+@routes.delete(TENANT)
+async def delete_tenant(request: web.Request) -> web.Response:
+    await request.app[METASTORE].delete_tenant(params.tenant(request), PRINCIPAL)
+    return web.Response(status=204)
+
+
+@routes.get(CATALOGS)
+async def list_catalogs(request: web.Request) -> web.Response:
+    tenant = params.tenant(request)
+    token, size = params.page(request)
+    result = request.app[METASTORE].list_catalogs(tenant, token, size)
+    return web.json_response(
+        {
+            "catalogs": [named_json(name, e) for name, e in result.items],
+            "next-page-token": result.next_token,
+        }
+    )
+
+
+@routes.post(CATALOGS)
+async def create_catalog(request: web.Request) -> web.Response:
+    tenant = params.tenant(request)
+    body = await read_json(request, "create_named")
+    entity = await request.app[METASTORE].create_catalog(
+        tenant, body["name"], body.get("properties", {}), PRINCIPAL
+    )
+    return web.json_response(named_json(body["name"], entity), status=201)
+
+
+@routes.get(CATALOG)
+async def get_catalog(request: web.Request) -> web.Response:
+    tenant, catalog = params.tenant(request), params.catalog(request)
+    entity = request.app[METASTORE].get_catalog(tenant, catalog)
+    return web.json_response(named_json(catalog, entity))
+
+
+@routes.post(CATALOG + "/properties")
+async def update_catalog(request: web.Request) -> web.Response:
+    tenant, catalog = params.tenant(request), params.catalog(request)
+    body = await read_json(request, "update_properties")
+    entity = await request.app[METASTORE].update_record(
+        tenant,
+        catalog,
+        body.get("updates", {}),
+        body.get("removals", []),
+        body.get("expected-version"),
+        PRINCIPAL,
+    )
+    return web.json_response(named_json(catalog, entity))
+
+
+@routes.delete(CATALOG)
+async def delete_catalog(request: web.Request) -> web.Response:
+    tenant, catalog = params.tenant(request), params.catalog(request)
+    await request.app[METASTORE].delete_catalog(tenant, catalog, PRINCIPAL)
+    return web.Response(status=204)
+
+
+@routes.get(CATALOG + "/ref")
+async def get_ref(request: web.Request) -> web.Response:
+    tenant, catalog = params.tenant(request), params.catalog(request)
+    return web.json_response(ref_json(request.app[METASTORE].get_ref(tenant, catalog)))
+
+
+@routes.post(CATALOG + "/ref/reset")
+async def reset_ref(request: web.Request) -> web.Response:
+    tenant, catalog = params.tenant(request), params.catalog(request)
+    body = await read_json(request, "reset_ref")
+    ref = await request.app[METASTORE].reset_ref(tenant, catalog, int(body["to"]), PRINCIPAL)
+    return web.json_response(ref_json(ref))
+
+
+@routes.get(CATALOG + "/commits")
+async def list_commits(request: web.Request) -> web.Response:
+    tenant, catalog = params.tenant(request), params.catalog(request)
+    token, size = params.page(request)
+    result = request.app[METASTORE].list_commits(tenant, catalog, token, size)
+    return web.json_response(
+        {"commits": [commit_json(c) for c in result.items], "next-page-token": result.next_token}
+    )
+
+
+@routes.get(CATALOG + "/commits/{commit_id}")
+async def get_commit(request: web.Request) -> web.Response:
+    tenant, catalog = params.tenant(request), params.catalog(request)
+    raw = request.match_info["commit_id"]
+    if not raw.isdigit() or len(raw) > 20:
+        raise NoSuchCommit(f"no commit {raw!r}")
+    return web.json_response(commit_json(request.app[METASTORE].head(tenant, catalog, int(raw))))

@@ -1,0 +1,225 @@
+"""Native API: namespaces, tables and views of a catalog, and atomic multi-entity commits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from metastore.api import params
+from metastore.api.native_admin import CATALOG, PRINCIPAL
+from metastore.api.render import entity_json, outcome_json
+from metastore.api.typedefs import CONFIG, METASTORE
+from metastore.api.validation import read_json
+from metastore.changes import Change, CreateEntity, DeleteEntity, RenameEntity, UpdateEntity
+from metastore.commits import CommitRequest
+from metastore.errors import BadRequest
+from metastore.keys import EntityKey, Kind
+from metastore.names import check_name, check_namespace
+from metastore.requirements import (
+    AssertEmpty,
+    AssertExists,
+    AssertNotExists,
+    AssertVersion,
+    Requirement,
+)
+
+routes = web.RouteTableDef()
+
+NAMESPACES = CATALOG + "/namespaces"
+NAMESPACE = NAMESPACES + "/{namespace}"
+COLLECTION = NAMESPACE + "/{kind:tables|views}"
+ENTITY = COLLECTION + "/{name}"
+
+
+def _version_requirement(key: EntityKey, body: dict[str, Any]) -> tuple[Requirement, ...]:
+    version = body.get("expected-version")
+    return (AssertVersion(key, version),) if version is not None else ()
+
+
+def _update(key: EntityKey, body: dict[str, Any]) -> UpdateEntity:
+    if "location" in body:
+        return UpdateEntity(
+            key, body.get("updates", {}), tuple(body.get("removals", [])), body["location"]
+        )
+    return UpdateEntity(key, body.get("updates", {}), tuple(body.get("removals", [])))
+
+
+async def _commit_one(
+    request: web.Request, change: Change, requirements: tuple[Requirement, ...], operation: str
+) -> web.Response:
+    tenant, catalog = params.tenant(request), params.catalog(request)
+    outcome = await request.app[METASTORE].commit(
+        tenant,
+        catalog,
+        CommitRequest(requirements, (change,), PRINCIPAL, operation),
+    )
+    entity = outcome.entities.get(change.key)
+    if entity is None:
+        return web.Response(status=204)
+    status = 201 if isinstance(change, CreateEntity) else 200
+    return web.json_response(entity_json(entity), status=status)
+
+
+# --- namespaces ------------------------------------------------------------------------
+
+
+@routes.get(NAMESPACES)
+async def list_namespaces(request: web.Request) -> web.Response:
+    tenant, catalog = params.tenant(request), params.catalog(request)
+    token, size = params.page(request)
+    result = request.app[METASTORE].list_entities(
+        tenant, catalog, params.parent(request), Kind.NAMESPACE, token, size, params.at(request)
+    )
+    return web.json_response(
+        {
+            "namespaces": [entity_json(e) for e in result.items],
+            "next-page-token": result.next_token,
+        }
+    )
+
+
+@routes.post(NAMESPACES)
+async def create_namespace(request: web.Request) -> web.Response:
+    body = await read_json(request, "create_namespace")
+    key = EntityKey.namespace_key(check_namespace(body["namespace"]))
+    change = CreateEntity(key, body.get("properties", {}))
+    return await _commit_one(request, change, (), "create namespace")
+
+
+@routes.get(NAMESPACE)
+async def get_namespace(request: web.Request) -> web.Response:
+    tenant, catalog = params.tenant(request), params.catalog(request)
+    key = EntityKey.namespace_key(params.namespace(request))
+    entity = request.app[METASTORE].get_entity(tenant, catalog, key, params.at(request))
+    return web.json_response(entity_json(entity))
+
+
+@routes.post(NAMESPACE + "/properties")
+async def update_namespace(request: web.Request) -> web.Response:
+    key = EntityKey.namespace_key(params.namespace(request))
+    body = await read_json(request, "update_properties")
+    if "location" in body:
+        raise BadRequest("a namespace has no location; use properties")
+    change = _update(key, body)
+    return await _commit_one(
+        request, change, _version_requirement(key, body), "update namespace properties"
+    )
+
+
+@routes.delete(NAMESPACE)
+async def delete_namespace(request: web.Request) -> web.Response:
+    key = EntityKey.namespace_key(params.namespace(request))
+    return await _commit_one(request, DeleteEntity(key), (), "drop namespace")
+
+
+# --- tables and views (generic entities) -----------------------------------------------
+
+
+@routes.get(COLLECTION)
+async def list_entities(request: web.Request) -> web.Response:
+    tenant, catalog = params.tenant(request), params.catalog(request)
+    kind = params.collection_kind(request)
+    token, size = params.page(request)
+    result = request.app[METASTORE].list_entities(
+        tenant, catalog, params.namespace(request), kind, token, size, params.at(request)
+    )
+    return web.json_response(
+        {
+            request.match_info["kind"]: [entity_json(e) for e in result.items],
+            "next-page-token": result.next_token,
+        }
+    )
+
+
+@routes.post(COLLECTION)
+async def create_entity(request: web.Request) -> web.Response:
+    kind = params.collection_kind(request)
+    namespace = params.namespace(request)
+    body = await read_json(request, "create_entity")
+    key = EntityKey(kind, namespace, check_name(kind.label, body["name"]))
+    change = CreateEntity(key, body.get("properties", {}), body.get("location"))
+    return await _commit_one(request, change, (), f"create {kind.label}")
+
+
+@routes.get(ENTITY)
+async def get_entity(request: web.Request) -> web.Response:
+    tenant, catalog = params.tenant(request), params.catalog(request)
+    entity = request.app[METASTORE].get_entity(
+        tenant, catalog, params.entity_key(request), params.at(request)
+    )
+    return web.json_response(entity_json(entity))
+
+
+@routes.post(ENTITY)
+async def update_entity(request: web.Request) -> web.Response:
+    key = params.entity_key(request)
+    body = await read_json(request, "update_properties")
+    return await _commit_one(
+        request, _update(key, body), _version_requirement(key, body), f"update {key.kind.label}"
+    )
+
+
+@routes.delete(ENTITY)
+async def delete_entity(request: web.Request) -> web.Response:
+    key = params.entity_key(request)
+    return await _commit_one(request, DeleteEntity(key), (), f"drop {key.kind.label}")
+
+
+@routes.post(CATALOG + "/rename")
+async def rename_entity(request: web.Request) -> web.Response:
+    body = await read_json(request, "rename")
+    source = params.key_from_json(body["source"])
+    destination = params.key_from_json(body["destination"])
+    if source.kind is Kind.NAMESPACE or destination.kind is not source.kind:
+        raise BadRequest("rename moves a table or a view and keeps its kind")
+    return await _commit_one(
+        request, RenameEntity(source, destination), (), f"rename {source.kind.label}"
+    )
+
+
+# --- atomic multi-entity commit -------------------------------------------------------
+
+
+def _requirement(item: dict[str, Any]) -> Requirement:
+    kind = item["type"]
+    if kind == "assert-empty":
+        return AssertEmpty(check_namespace(item["namespace"], allow_empty=True))
+    key = params.key_from_json(item["entity"])
+    if kind == "assert-exists":
+        return AssertExists(key)
+    if kind == "assert-not-exists":
+        return AssertNotExists(key)
+    return AssertVersion(key, item["version"])
+
+
+def _change(item: dict[str, Any]) -> Change:
+    key = params.key_from_json(item["entity"])
+    action = item["action"]
+    if action == "create":
+        return CreateEntity(key, item.get("properties", {}), item.get("location"))
+    if action == "update":
+        return _update(key, item)
+    if action == "delete":
+        return DeleteEntity(key)
+    return RenameEntity(key, params.key_from_json(item["to"]))
+
+
+@routes.post(CATALOG + "/commit")
+async def commit(request: web.Request) -> web.Response:
+    tenant, catalog = params.tenant(request), params.catalog(request)
+    body = await read_json(request, "commit")
+    limit = request.app[CONFIG].max_changes_per_commit
+    count = len(body["changes"]) + len(body.get("requirements", []))
+    if count > limit:
+        raise BadRequest(f"{count} changes and requirements exceed the limit of {limit} per commit")
+    requirements = tuple(_requirement(r) for r in body.get("requirements", []))
+    changes = tuple(_change(c) for c in body["changes"])
+    touched = [c.key for c in changes]
+    if len(set(touched)) != len(touched):
+        raise BadRequest("a commit may change each entity at most once")
+    operation = body.get("operation") or "commit"
+    outcome = await request.app[METASTORE].commit(
+        tenant, catalog, CommitRequest(requirements, changes, PRINCIPAL, operation)
+    )
+    return web.json_response(outcome_json(outcome))

@@ -1,0 +1,13 @@
+"""All routes in one place."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from metastore.api import health, native_admin, native_entities
+
+
+def setup_routes(app: web.Application) -> None:
+    app.add_routes(health.routes)
+    app.add_routes(native_admin.routes)
+    app.add_routes(native_entities.routes)

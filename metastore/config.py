@@ -1,0 +1,103 @@
+"""Frozen server configuration: defaults < environment (METASTORE_*) < command-line flags.
+
+Validated once at startup; a bad value stops the process with a message naming
+the setting. Nothing here is secret yet; when secrets arrive they are kept out
+of ``describe()``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from metastore.commits import DEFAULT_MAX_OBJECT_BYTES
+from metastore.paging import MAX_PAGE_SIZE
+from metastore.persistence.base import DEFAULT_RECENT_HEADS
+
+ENV_PREFIX = "METASTORE_"
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8181
+    data_dir: Path = Path("./data")
+    fsync: bool = True  # fsync every group commit (durable across power loss)
+    max_body_bytes: int = 1024 * 1024  # request bodies larger than this get 413
+    max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES  # a serialized object larger -> 413
+    max_changes_per_commit: int = 1000
+    cache_bytes: int = 128 * 1024 * 1024  # decoded immutable objects
+    index_embedded_bytes: int = 16 * 1024  # spill the embedded index past this
+    index_stripe_bytes: int = 64 * 1024  # split a spilled index stripe past this
+    recent_heads: int = DEFAULT_RECENT_HEADS
+    lease_seconds: float = 60.0  # snowflake node-id lease
+    default_tenant: str = "default"
+    default_catalog: str = "default"
+    log_level: str = "INFO"
+
+    def __post_init__(self) -> None:
+        positive = (
+            "port",
+            "max_body_bytes",
+            "max_object_bytes",
+            "max_changes_per_commit",
+            "cache_bytes",
+            "index_embedded_bytes",
+            "index_stripe_bytes",
+            "lease_seconds",
+        )
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
+        if not 0 < self.port < 65536:
+            raise ValueError("port must be 1-65535")
+        if self.index_stripe_bytes < self.index_embedded_bytes:
+            raise ValueError("index_stripe_bytes must be >= index_embedded_bytes")
+        if self.max_object_bytes < 2 * self.index_stripe_bytes:
+            raise ValueError("max_object_bytes must be at least twice index_stripe_bytes")
+        if self.recent_heads < 0:
+            raise ValueError("recent_heads must be >= 0")
+
+    @property
+    def max_page_size(self) -> int:
+        return MAX_PAGE_SIZE
+
+    @classmethod
+    def load(
+        cls, overrides: Mapping[str, object], env: Mapping[str, str] | None = None
+    ) -> ServerConfig:
+        """Defaults, then METASTORE_<FIELD> environment variables, then ``overrides``."""
+        env = os.environ if env is None else env
+        values: dict[str, object] = {}
+        for f in fields(cls):
+            raw = env.get(ENV_PREFIX + f.name.upper())
+            if raw is not None:
+                values[f.name] = _parse(f.name, str(f.type), raw)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        if "data_dir" in values:
+            values["data_dir"] = Path(str(values["data_dir"]))
+        return cls(**values)  # type: ignore[arg-type]
+
+    def describe(self) -> dict[str, object]:
+        return {f.name: str(getattr(self, f.name)) for f in fields(self)}
+
+
+def _parse(name: str, type_name: str, raw: str) -> object:
+    try:
+        if type_name == "bool":
+            if raw.lower() in ("1", "true", "yes", "on"):
+                return True
+            if raw.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if type_name == "int":
+            return int(raw)
+        if type_name == "float":
+            return float(raw)
+    except ValueError:
+        raise ValueError(
+            f"{ENV_PREFIX}{name.upper()}: cannot parse {raw!r} as {type_name}"
+        ) from None
+    return raw

@@ -1,0 +1,177 @@
+"""Builders shared by the unit tests: the real engine on the real memory backend.
+
+Nothing here is a mock. ``FaultyPersistence`` is a fault injector around the
+real ``MemoryPersistence``: it can run a hook just before a write (to let a
+"second process" commit in between) or fail the next write with an exception.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import pytest
+
+from metastore.cache import ObjectCache
+from metastore.changes import CreateEntity
+from metastore.clock import Clock, SystemClock
+from metastore.codec import Codec, default_codec
+from metastore.commits import CommitRequest, Committer, EngineLimits, RefAction
+from metastore.ids import SnowflakeGenerator
+from metastore.index import IndexLimits
+from metastore.keys import CATALOG_RECORD, EntityKey, Kind, RefKey
+from metastore.lanes import CommitLanes
+from metastore.persistence.base import Persistence, RefUpdate, StoredObject
+from metastore.persistence.memory import MemoryPersistence
+from metastore.requirements import Requirement
+from metastore.service import Metastore
+from metastore.store import CatalogObjects
+
+MAIN = RefKey("t1", "c1", "main")
+SMALL_INDEX = IndexLimits(embedded_max=2048, stripe_max=4096)
+
+
+class FaultyPersistence(MemoryPersistence):
+    """The memory backend with one-shot faults: a hook before a write, or a raised error."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.before_write: Callable[[], None] | None = None
+        self.fail_next: BaseException | None = None
+        self.block: threading.Event | None = None  # writes wait for it while set here
+        self.blocked = threading.Event()  # set when a write is waiting on ``block``
+        self.writes = 0
+
+    def write(self, objects: Sequence[StoredObject], ref_update: RefUpdate | None = None) -> None:
+        hook, self.before_write = self.before_write, None
+        if hook is not None:
+            hook()
+        error, self.fail_next = self.fail_next, None
+        if error is not None:
+            raise error
+        gate = self.block
+        if gate is not None:
+            self.blocked.set()
+            assert gate.wait(10), "test never released the blocked write"
+        super().write(objects, ref_update)
+        self.writes += 1
+
+
+@dataclass
+class Node:
+    """One "process": its own snowflake node id, object cache and committer."""
+
+    persistence: Persistence
+    committer: Committer
+    cache: ObjectCache = field(default_factory=ObjectCache)
+    codec: Codec = field(default_factory=default_codec)
+
+    def objects(self, tenant: str = "t1", catalog: str = "c1") -> CatalogObjects:
+        return CatalogObjects(self.persistence, self.codec, self.cache, tenant, catalog)
+
+
+def make_node(
+    persistence: Persistence,
+    *,
+    node_id: int = 1,
+    limits: EngineLimits | None = None,
+    clock: Clock | None = None,
+    sleep: Callable[[float], None] | None = None,
+) -> Node:
+    codec = default_codec()
+    cache = ObjectCache()
+    clock = clock or SystemClock()
+
+    def objects(tenant: str, catalog: str) -> CatalogObjects:
+        return CatalogObjects(persistence, codec, cache, tenant, catalog)
+
+    committer = Committer(
+        persistence,
+        codec,
+        objects,
+        SnowflakeGenerator(node_id, clock),
+        clock,
+        limits or EngineLimits(index=SMALL_INDEX),
+        sleep=sleep or time.sleep,
+    )
+    return Node(persistence, committer, cache, codec)
+
+
+def ns_key(*levels: str) -> EntityKey:
+    return EntityKey.namespace_key(levels)
+
+
+def table_key(namespace: tuple[str, ...], name: str) -> EntityKey:
+    return EntityKey(Kind.TABLE, namespace, name)
+
+
+def view_key(namespace: tuple[str, ...], name: str) -> EntityKey:
+    return EntityKey(Kind.VIEW, namespace, name)
+
+
+def create_request(*keys: EntityKey, requirements: tuple[Requirement, ...] = ()) -> CommitRequest:
+    return CommitRequest(requirements, tuple(CreateEntity(k) for k in keys), operation="create")
+
+
+def create_catalog_ref(committer: Committer, ref: RefKey = MAIN) -> int:
+    """Create the catalog ref with its record; return the root commit id."""
+    request = CommitRequest(
+        changes=(CreateEntity(CATALOG_RECORD, {"owner": "test"}),),
+        operation="create catalog",
+        ref_action=RefAction.CREATE,
+    )
+    return committer.commit(ref, request).commit_id
+
+
+@pytest.fixture
+def persistence() -> Iterator[FaultyPersistence]:
+    backend = FaultyPersistence()
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def node(persistence: FaultyPersistence) -> Node:
+    return make_node(persistence)
+
+
+@pytest.fixture
+def executor() -> Iterator[concurrent.futures.ThreadPoolExecutor]:
+    pool = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="commit")
+    yield pool
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.fixture
+async def lanes(
+    node: Node, executor: concurrent.futures.ThreadPoolExecutor
+) -> AsyncIterator[CommitLanes]:
+    commit_lanes = CommitLanes(node.committer, executor)
+    yield commit_lanes
+    await commit_lanes.close()
+
+
+@pytest.fixture
+async def service(
+    persistence: FaultyPersistence, executor: concurrent.futures.ThreadPoolExecutor
+) -> AsyncIterator[Metastore]:
+    codec = default_codec()
+    cache = ObjectCache()
+    holder: list[Metastore] = []
+    clock = SystemClock()
+    committer = Committer(
+        persistence,
+        codec,
+        lambda tenant, catalog: holder[0].objects(tenant, catalog),
+        SnowflakeGenerator(1, clock),
+        clock,
+        EngineLimits(index=SMALL_INDEX),
+    )
+    commit_lanes = CommitLanes(committer, executor)
+    svc = Metastore(persistence, codec, cache, commit_lanes)
+    holder.append(svc)
+    yield svc
+    await commit_lanes.close()
