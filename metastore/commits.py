@@ -323,6 +323,7 @@ class Committer:
         head = staged.commit(ref.head) if ref is not None else None
         start_head = head
         exists = ref is not None
+        reset = False  # a RESET succeeded: write the ref even if HEAD ends where it started
         results: list[CommitOutcome | MetastoreError] = []
         now_us = self._clock.now_us()
         for request in requests:
@@ -340,6 +341,7 @@ class Committer:
                             f"commit {request.reset_to} is not one of the ref's recent HEADs"
                         )
                     head = staged.commit(request.reset_to)
+                    reset = True
                     results.append(CommitOutcome(head.id, head.seq))
                     continue
                 if request.ref_action is RefAction.DELETE:
@@ -357,7 +359,7 @@ class Committer:
                 staged.stage(stored, value)
             head, exists = commit, True
             results.append(CommitOutcome(commit.id, commit.seq, entities))
-        if head is start_head and not any(r.ref_action is RefAction.RESET for r in requests):
+        if head is start_head and not reset:
             return results, None
         new_ref: Ref | None = None
         if head is not None:

@@ -147,14 +147,14 @@ class IndexView:
         return None
 
     def items(
-        self, prefix: bytes = b"", start_after: bytes | None = None
+        self, prefix: bytes = b"", start_after: bytes | None = None, stop: bytes | None = None
     ) -> Iterator[tuple[bytes, IndexValue]]:
-        """Live entries with ``prefix`` in key order, strictly after ``start_after``."""
+        """Live entries with ``prefix`` in key order, after ``start_after``, before ``stop``."""
         start = prefix if start_after is None or start_after < prefix else start_after
         embedded = self._embedded_from(start, start_after)
         spilled = self._spilled_from(start, start_after)
         for key, value in _merge(embedded, spilled):
-            if not key.startswith(prefix):
+            if not key.startswith(prefix) or (stop is not None and key >= stop):
                 return
             if value is not None:
                 yield key, value

@@ -68,6 +68,8 @@ class CatalogObjects:
         return value
 
     def commit(self, obj_id: int) -> Commit:
+        if not 0 <= obj_id < 1 << 64:  # a forged ?at=, path or page token: no such key
+            raise NoSuchCommit(f"no commit {obj_id} in catalog {self.catalog!r}")
         value: Commit | None = self._load(
             COMMIT.name, obj_id, lambda s: Commit.decode(self._codec, obj_id, s.data)
         )

@@ -35,14 +35,15 @@ SMALL_INDEX = IndexLimits(embedded_max=2048, stripe_max=4096)
 
 
 class FaultyPersistence(MemoryPersistence):
-    """The memory backend with one-shot faults: a hook before a write, or a raised error."""
+    """The memory backend plus faults: a one-shot hook before a write, a one-shot raised
+    error, and a gate that holds every write to one ref until the test opens it."""
 
     def __init__(self) -> None:
         super().__init__()
         self.before_write: Callable[[], None] | None = None
         self.fail_next: BaseException | None = None
-        self.block: threading.Event | None = None  # writes wait for it while set here
-        self.blocked = threading.Event()  # set when a write is waiting on ``block``
+        self.gate: tuple[RefKey, threading.Event] | None = None  # writes to the ref wait
+        self.blocked = threading.Event()  # set when a write is waiting at the gate
         self.writes = 0
 
     def write(self, objects: Sequence[StoredObject], ref_update: RefUpdate | None = None) -> None:
@@ -52,10 +53,10 @@ class FaultyPersistence(MemoryPersistence):
         error, self.fail_next = self.fail_next, None
         if error is not None:
             raise error
-        gate = self.block
-        if gate is not None:
+        gate = self.gate
+        if gate is not None and ref_update is not None and ref_update.key == gate[0]:
             self.blocked.set()
-            assert gate.wait(10), "test never released the blocked write"
+            assert gate[1].wait(10), "test never released the blocked write"
         super().write(objects, ref_update)
         self.writes += 1
 

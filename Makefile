@@ -1,0 +1,44 @@
+# Every target that needs Python creates the venv and installs first, so each works
+# on a fresh machine: `make run` serves, `make test` runs the whole suite.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help setup run test test-fast lint format bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	@bash scripts/bootstrap.sh "$(PYTHON)" "$(VENV)"
+	@rm -f $(VENV)/.installed-* && touch $(STAMP)
+
+setup: $(STAMP) ## create .venv and install the package with its test tools
+
+run: setup ## serve the embedded node on 127.0.0.1:8181, data in ./data (ARGS="--port 9000 ...")
+	$(VENV)/bin/metastore serve $(ARGS)
+
+test: setup ## run the whole test suite, slow tests included
+	$(PY) -m pytest $(ARGS)
+
+test-fast: setup ## run the suite without the slow tests
+	$(PY) -m pytest -m "not slow" $(ARGS)
+
+lint: setup ## ruff (lint + format check) and mypy --strict on metastore/
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+format: setup ## apply ruff's fixes and formatting
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+bench: setup ## HTTP benchmark of the embedded node (ARGS="--quick" for a smoke run)
+	$(PY) -m bench.embedded $(ARGS)
+
+clean: ## remove the venv, caches and ./data
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .bench data

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Create the venv and install the package (editable) with its test tools.
+# Installs Debian's python3-venv first if this Python cannot create a venv.
+set -euo pipefail
+python=${1:-python3}
+venv=${2:-.venv}
+
+if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "metastore needs Python >= 3.11; $python is $("$python" --version 2>&1)" >&2
+    exit 1
+fi
+if [ ! -x "$venv/bin/python" ]; then
+    if ! "$python" -m venv "$venv" 2>/dev/null; then
+        echo "installing python3-venv (apt)" >&2
+        rm -rf "$venv"
+        sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+        $sudo apt-get update -qq && $sudo apt-get install -y -qq python3-venv
+        "$python" -m venv "$venv"
+    fi
+fi
+"$venv/bin/python" -m pip install --quiet --upgrade pip
+"$venv/bin/python" -m pip install --quiet -e '.[test]'
+echo "installed into $venv: $("$venv/bin/python" -c 'import metastore; print("metastore", metastore.__version__)')"

@@ -1,0 +1,170 @@
+"""Group commit lanes: many submits, few batches, per-request outcomes, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from metastore.commits import CommitOutcome, CommitRequest
+from metastore.errors import (
+    AlreadyExists,
+    CommitConflict,
+    CommitStateUnknown,
+    NoSuchNamespace,
+    ObjectConflict,
+    ServiceUnavailable,
+)
+from metastore.keys import RefKey
+from metastore.lanes import CommitLanes
+from metastore.requirements import AssertNotExists
+from tests.unit.conftest import (
+    MAIN,
+    FaultyPersistence,
+    Node,
+    create_catalog_ref,
+    create_request,
+    ns_key,
+    table_key,
+)
+
+OTHER = RefKey("t1", "c2", "main")
+DB = ("db",)
+
+
+@pytest.fixture
+def db(node: Node) -> Node:
+    for ref in (MAIN, OTHER):
+        create_catalog_ref(node.committer, ref)
+        node.committer.commit(ref, create_request(ns_key("db")))
+    return node
+
+
+async def wait_blocked(persistence: FaultyPersistence) -> None:
+    assert await asyncio.to_thread(persistence.blocked.wait, 5), "the write never started"
+
+
+async def test_concurrent_submits_share_few_batches(db: Node, lanes: CommitLanes) -> None:
+    base = db.objects().commit(db.persistence.get_ref(MAIN).head).seq  # type: ignore[union-attr]
+    outcomes = await asyncio.gather(
+        *(lanes.submit(MAIN, create_request(table_key(DB, f"t{i:03d}"))) for i in range(200))
+    )
+    assert all(isinstance(o, CommitOutcome) for o in outcomes)
+    assert len({o.commit_id for o in outcomes}) == 200
+    assert sorted(o.seq for o in outcomes) == list(range(base + 1, base + 201))
+    assert lanes.commits == 200
+    assert 1 <= lanes.batches < lanes.commits
+    assert lanes.batches <= 10
+    ref = db.persistence.get_ref(MAIN)
+    assert ref is not None and ref.head == max(outcomes, key=lambda o: o.seq).commit_id
+
+
+async def test_per_request_errors_are_raised_to_their_own_caller(
+    db: Node, lanes: CommitLanes
+) -> None:
+    await lanes.submit(MAIN, create_request(table_key(DB, "taken")))
+    requests = [
+        create_request(table_key(DB, "a")),
+        create_request(table_key(("missing",), "b")),
+        create_request(table_key(DB, "taken")),
+        create_request(table_key(DB, "c"), requirements=(AssertNotExists(table_key(DB, "a")),)),
+        create_request(table_key(DB, "d")),
+    ]
+    results = await asyncio.gather(
+        *(lanes.submit(MAIN, r) for r in requests), return_exceptions=True
+    )
+    assert [type(r) for r in results] == [
+        CommitOutcome,
+        NoSuchNamespace,
+        AlreadyExists,
+        CommitConflict,  # request "a" earlier in the same batch made the table exist
+        CommitOutcome,
+    ]
+    assert isinstance(results[0], CommitOutcome) and isinstance(results[4], CommitOutcome)
+    assert results[4].seq == results[0].seq + 1
+
+
+async def test_refs_proceed_independently(
+    db: Node, lanes: CommitLanes, persistence: FaultyPersistence
+) -> None:
+    gate = threading.Event()
+    persistence.gate = (MAIN, gate)
+    try:
+        held = asyncio.create_task(lanes.submit(MAIN, create_request(table_key(DB, "held"))))
+        await wait_blocked(persistence)
+        queued = [
+            asyncio.create_task(lanes.submit(MAIN, create_request(table_key(DB, f"q{i}"))))
+            for i in range(10)
+        ]
+        # The other ref's lane is not stuck behind the blocked one.
+        other = await asyncio.wait_for(
+            lanes.submit(OTHER, create_request(table_key(DB, "free"))), 5
+        )
+        assert isinstance(other, CommitOutcome)
+        await asyncio.sleep(0.01)
+        assert not held.done() and not any(t.done() for t in queued)
+    finally:
+        gate.set()
+    first = await asyncio.wait_for(held, 5)
+    rest = await asyncio.wait_for(asyncio.gather(*queued), 5)
+    # Everything queued behind the blocked batch went out together in the next one.
+    assert sorted(o.seq for o in rest) == list(range(first.seq + 1, first.seq + 11))
+    assert lanes.batches == 3
+
+
+async def test_unexpected_failure_is_state_unknown_and_the_lane_recovers(
+    db: Node, lanes: CommitLanes, persistence: FaultyPersistence
+) -> None:
+    persistence.fail_next = ObjectConflict("injected")  # the committer re-raises this one
+    results = await asyncio.gather(
+        *(lanes.submit(MAIN, create_request(table_key(DB, f"t{i}"))) for i in range(3)),
+        return_exceptions=True,
+    )
+    assert [type(r) for r in results] == [CommitStateUnknown] * 3
+    outcome = await lanes.submit(MAIN, create_request(table_key(DB, "t0")))
+    assert isinstance(outcome, CommitOutcome)
+
+
+async def test_a_cancelled_caller_does_not_cancel_its_commit(
+    db: Node, lanes: CommitLanes, persistence: FaultyPersistence
+) -> None:
+    gate = threading.Event()
+    persistence.gate = (MAIN, gate)
+    caller = asyncio.create_task(lanes.submit(MAIN, create_request(table_key(DB, "kept"))))
+    await wait_blocked(persistence)
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    gate.set()
+    await lanes.close()
+    view = db.objects().index(db.objects().commit(persistence.get_ref(MAIN).head))  # type: ignore[union-attr]
+    assert view is not None and view.get(table_key(DB, "kept").encode()) is not None
+
+
+async def test_close_refuses_new_submits_and_finishes_in_flight(
+    db: Node, lanes: CommitLanes, persistence: FaultyPersistence
+) -> None:
+    gate = threading.Event()
+    persistence.gate = (MAIN, gate)
+    try:
+        in_flight = asyncio.create_task(lanes.submit(MAIN, create_request(table_key(DB, "a"))))
+        await wait_blocked(persistence)
+        queued = asyncio.create_task(lanes.submit(MAIN, create_request(table_key(DB, "b"))))
+        await asyncio.sleep(0)
+        closing = asyncio.create_task(lanes.close())
+        await asyncio.sleep(0.01)
+        assert not closing.done()
+        for ref in (MAIN, OTHER):
+            with pytest.raises(ServiceUnavailable):
+                await lanes.submit(ref, create_request(table_key(DB, "late")))
+    finally:
+        gate.set()
+    await asyncio.wait_for(closing, 5)
+    assert in_flight.done() and queued.done()
+    a, b = in_flight.result(), queued.result()
+    assert b.seq == a.seq + 1
+    head = persistence.get_ref(MAIN)
+    assert head is not None and head.head == b.commit_id
+    with pytest.raises(ServiceUnavailable):
+        await lanes.submit(MAIN, CommitRequest())
