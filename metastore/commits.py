@@ -164,6 +164,7 @@ class CommitLogic:
             changes=tuple(recorded),
             index=tuple(built.embedded),
             stripes=tuple(built.stripes),
+            index_size=built.embedded_size,
         )
         self._stage(objects, COMMIT.name, commit.id, commit.encode(self._codec), commit, now_us)
         return commit, results

@@ -29,7 +29,7 @@ class ServerConfig:
     max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES  # a serialized object larger -> 413
     max_changes_per_commit: int = 1000
     cache_bytes: int = 128 * 1024 * 1024  # decoded immutable objects
-    index_embedded_bytes: int = 16 * 1024  # spill the embedded index past this
+    index_embedded_bytes: int = 4 * 1024  # spill the embedded index past this (see ARCHITECTURE)
     index_stripe_bytes: int = 64 * 1024  # split a spilled index stripe past this
     recent_heads: int = DEFAULT_RECENT_HEADS
     lease_seconds: float = 60.0  # snowflake node-id lease

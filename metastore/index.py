@@ -34,7 +34,7 @@ class StripeRef(NamedTuple):
 class IndexLimits:
     """Serialized-size thresholds (bytes)."""
 
-    embedded_max: int = 16 * 1024  # spill the embedded index past this size
+    embedded_max: int = 4 * 1024  # spill the embedded index past this size
     stripe_max: int = 64 * 1024  # split a stripe past this size
 
 
@@ -80,11 +80,19 @@ def decode_entries(record: Mapping[str, Any]) -> list[Entry]:
 
 
 def _shared_prefix(a: bytes, b: bytes) -> int:
+    # Binary search with slice comparisons: a few C-level compares instead of a
+    # Python loop per byte (this runs for every entry of every commit's index).
     n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo] and a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def entries_size(entries: Sequence[Entry]) -> int:
@@ -115,12 +123,18 @@ StripeLoader = Callable[[int], Sequence[Entry]]
 class IndexView:
     """The index as of one commit: embedded entries over the spilled stripes."""
 
-    __slots__ = ("_embedded", "_embedded_keys", "_firsts", "_load", "stripes")
+    __slots__ = ("_embedded", "_embedded_keys", "_firsts", "_load", "embedded_size", "stripes")
 
     def __init__(
-        self, embedded: Sequence[Entry], stripes: Sequence[StripeRef], load: StripeLoader
+        self,
+        embedded: Sequence[Entry],
+        stripes: Sequence[StripeRef],
+        load: StripeLoader,
+        embedded_size: int | None = None,
     ) -> None:
         self._embedded = embedded
+        # Serialized size of the embedded entries, if the caller knows it (saves a pass).
+        self.embedded_size = entries_size(embedded) if embedded_size is None else embedded_size
         self._embedded_keys = [key for key, _ in embedded]
         self.stripes = tuple(stripes)
         self._firsts = [s.first for s in stripes]
@@ -197,6 +211,7 @@ def _merge(embedded: Iterator[Entry], spilled: Iterator[Entry]) -> Iterator[Entr
 @dataclass(frozen=True, slots=True)
 class BuiltIndex:
     embedded: list[Entry]
+    embedded_size: int  # exact, or an upper bound below the spill threshold
     stripes: list[StripeRef]
     new_stripes: list[tuple[int, list[Entry]]]  # (object id, entries) to write
 
@@ -245,15 +260,24 @@ class IndexUpdate:
         merged = dict(base_embedded)
         merged.update(self._changes)
         embedded = sorted(merged.items())
-        if entries_size(embedded) <= limits.embedded_max:
-            return BuiltIndex(embedded, stripes, [])
+        # Cheap upper bound first (base size + each changed entry uncompressed); the exact
+        # size (a pass over every entry) only when the bound reaches the threshold.
+        size = self._base.embedded_size if self._base is not None else 0
+        size += sum(len(key) + _MAX_ENTRY_OVERHEAD for key in self._changes)
+        if size > limits.embedded_max:
+            size = entries_size(embedded)
+        if size <= limits.embedded_max:
+            return BuiltIndex(embedded, size, stripes, [])
         # Spill everything but this commit's own changes (if those alone stay small).
         own = sorted(self._changes.items())
         keep = own if entries_size(own) <= limits.embedded_max // 2 else []
         kept_keys = {k for k, _ in keep}
         spill = [(k, v) for k, v in embedded if k not in kept_keys]
         new_stripes, written = _spill(stripes, spill, limits, self._load, new_id)
-        return BuiltIndex(keep, new_stripes, written)
+        return BuiltIndex(keep, entries_size(keep), new_stripes, written)
+
+
+_MAX_ENTRY_OVERHEAD = 24  # varints (shared, length, type, id <= 10 bytes) + a new type name
 
 
 def _spill(

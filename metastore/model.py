@@ -8,7 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from metastore.codec import Codec
-from metastore.index import Entry, StripeRef, decode_entries, encode_entries
+from metastore.index import Entry, StripeRef, decode_entries, encode_entries, entries_size
 from metastore.keys import EntityKey, Kind
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -31,6 +31,7 @@ class Commit:
     changes: tuple[CommitChange, ...]
     index: tuple[Entry, ...]  # embedded index, sorted
     stripes: tuple[StripeRef, ...]
+    index_size: int  # serialized size of ``index`` (an upper bound; not stored)
 
     def encode(self, codec: Codec) -> bytes:
         return codec.encode(
@@ -58,8 +59,9 @@ class Commit:
             principal=r["principal"],
             operation=r["operation"],
             changes=tuple(CommitChange(c["key"], c["action"]) for c in r["changes"]),
-            index=tuple(decode_entries(r["index"])),
+            index=(index := tuple(decode_entries(r["index"]))),
             stripes=tuple(StripeRef(s["first"], s["last"], s["id"]) for s in r["stripes"]),
+            index_size=entries_size(index),
         )
 
 

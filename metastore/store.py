@@ -96,7 +96,7 @@ class CatalogObjects:
     def index(self, commit: Commit | None) -> IndexView | None:
         if commit is None:
             return None
-        return IndexView(commit.index, commit.stripes, self.stripe)
+        return IndexView(commit.index, commit.stripes, self.stripe, commit.index_size)
 
     def remember(self, written: Sequence[tuple[StoredObject, Any]]) -> None:
         """Warm the cache with objects just written (they are immutable)."""
@@ -136,4 +136,4 @@ class StagedObjects:
     def index(self, commit: Commit | None) -> IndexView | None:
         if commit is None:
             return None
-        return IndexView(commit.index, commit.stripes, self.stripe)
+        return IndexView(commit.index, commit.stripes, self.stripe, commit.index_size)

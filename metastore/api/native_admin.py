@@ -148,6 +148,6 @@ async def list_commits(request: web.Request) -> web.Response:
 async def get_commit(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
     raw = request.match_info["commit_id"]
-    if not raw.isdigit() or len(raw) > 20:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 20:  # "²".isdigit() is True
         raise NoSuchCommit(f"no commit {raw!r}")
     return web.json_response(commit_json(request.app[METASTORE].head(tenant, catalog, int(raw))))

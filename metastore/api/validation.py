@@ -59,6 +59,8 @@ async def read_json(request: web.Request, schema: str) -> dict[str, Any]:
         body = json.loads(raw, parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadRequest(f"malformed JSON body: {exc}") from None
+    except RecursionError:
+        raise BadRequest("malformed JSON body: nested too deeply") from None
     if not isinstance(body, dict):
         raise BadRequest("the JSON body must be an object")
     errors = sorted(validator(schema).iter_errors(body), key=lambda e: list(e.absolute_path))

@@ -1,0 +1,1 @@
+"""Benchmarks (``python -m bench.embedded``); not shipped in the wheel."""

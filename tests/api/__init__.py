@@ -1,0 +1,1 @@
+"""HTTP API tests against real nodes."""
