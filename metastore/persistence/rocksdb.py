@@ -35,7 +35,7 @@ from metastore.persistence.base import (
     decode_ref,
     encode_ref,
 )
-from metastore.persistence.memory import check_ref_update, check_updateable_key, new_objects
+from metastore.persistence.rules import check_ref_update, check_updateable_key, new_objects
 
 OBJ = b"o"
 REF = b"r"
