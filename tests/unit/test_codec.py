@@ -51,6 +51,16 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "index": INDEX,
     "node_lease": {"node_id": 1023, "holder": "host-1:4242", "leased_until_us": 2**62},
     "ref": {"head": 99, "created_at_us": 5, "recent": [98, 97, 96]},
+    "changelog_object": {"created_at_us": 5, "data": b"\x01\x00\x01xyz", "token": None},
+    "changelog_ref": {
+        "expected_head": 98,
+        "deleted": False,
+        "head": 99,
+        "created_at_us": 5,
+        "recent": [98, 97],
+        "epoch": 1234,
+    },
+    "barrier": {"node": "n1", "url": "http://127.0.0.1:1", "nonce": "ab12", "created_at_us": 5},
 }
 
 
@@ -67,6 +77,9 @@ def test_shipped_schemas(codec: Codec) -> None:
         "index": 1,
         "node_lease": 1,
         "ref": 1,
+        "changelog_object": 1,
+        "changelog_ref": 1,
+        "barrier": 1,
     }
     assert default_codec() is codec
 

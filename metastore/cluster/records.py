@@ -1,0 +1,178 @@
+"""Changelog records of the cluster mode: keys, values, headers, partitioning.
+
+Two key-compacted topics hold the metastore's tables (KLIP-18): ``<prefix>.refs``
+and ``<prefix>.objects``. A catalog's refs and objects live in the same
+partition number of both, ``partition_for(tenant, catalog)``, a stable hash that
+never depends on the Python process (no ``hash()``), so every node and every
+release agrees. Keys are the storage keys with a one-byte kind prefix; values are
+codec records (Avro with their schema version). Headers carry what a reader
+needs before decoding: the record kind, the schema version, the writer node and
+the owner epoch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from metastore.codec import Codec
+from metastore.keys import ObjKey, RefKey
+from metastore.persistence.base import Ref, StoredObject, UpdateableObject
+
+OBJECT_KEY = b"o"
+UPDATEABLE_KEY = b"u"
+REF_KEY = b"r"
+BARRIER_KEY = b"!barrier"  # one per partition in each topic; compaction keeps the latest
+
+RecordKind = Literal["object", "updateable", "ref", "barrier"]
+H_KIND = "k"
+H_VERSION = "v"
+H_NODE = "n"
+H_EPOCH = "e"
+
+
+def partition_for(tenant: str, catalog: str, partitions: int) -> int:
+    """Stable partition of a catalog (or of a tenant's own ref, catalog "")."""
+    digest = hashlib.blake2b(f"{tenant}\x00{catalog}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % partitions
+
+
+@dataclass(frozen=True, slots=True)
+class RefRecord:
+    key: RefKey
+    expected_head: int | None
+    new: Ref | None  # None = delete
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Barrier:
+    node: str
+    url: str
+    nonce: str
+    created_at_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class Produced:
+    """One record to produce: topic role ("refs" or "objects"), key, value, headers."""
+
+    topic: Literal["refs", "objects"]
+    key: bytes
+    value: bytes
+    headers: list[tuple[str, bytes]]
+
+
+def _headers(kind: RecordKind, version: int, node: str, epoch: int) -> list[tuple[str, bytes]]:
+    return [
+        (H_KIND, kind.encode()),
+        (H_VERSION, str(version).encode()),
+        (H_NODE, node.encode()),
+        (H_EPOCH, str(epoch).encode()),
+    ]
+
+
+def header(headers: Sequence[tuple[str, bytes | None]] | None, name: str) -> bytes | None:
+    for key, value in headers or ():
+        if key == name:
+            return value
+    return None
+
+
+class RecordCodec:
+    """Encodes what an owner writes and decodes what a view reads."""
+
+    def __init__(self, codec: Codec, node: str) -> None:
+        self._codec = codec
+        self.node = node
+
+    def object(self, obj: StoredObject, epoch: int) -> Produced:
+        value = self._codec.encode(
+            "changelog_object", {"created_at_us": obj.created_at_us, "data": obj.data}
+        )
+        version = self._codec.version("changelog_object")
+        return Produced(
+            "objects",
+            OBJECT_KEY + obj.key.encode(),
+            value,
+            _headers("object", version, self.node, epoch),
+        )
+
+    def updateable(self, key: ObjKey, obj: UpdateableObject | None, epoch: int) -> Produced:
+        """A new version of an updateable object (None = deleted), already CAS-checked."""
+        value = self._codec.encode(
+            "changelog_object",
+            {
+                "created_at_us": 0,
+                "data": obj.data if obj is not None else b"",
+                "token": obj.token if obj is not None else None,
+            },
+        )
+        version = self._codec.version("changelog_object")
+        return Produced(
+            "objects",
+            UPDATEABLE_KEY + key.encode(),
+            value,
+            _headers("updateable", version, self.node, epoch),
+        )
+
+    def ref(self, record: RefRecord) -> Produced:
+        new = record.new
+        value = self._codec.encode(
+            "changelog_ref",
+            {
+                "expected_head": record.expected_head,
+                "deleted": new is None,
+                "head": new.head if new is not None else 0,
+                "created_at_us": new.created_at_us if new is not None else 0,
+                "recent": list(new.recent) if new is not None else [],
+                "epoch": record.epoch,
+            },
+        )
+        version = self._codec.version("changelog_ref")
+        return Produced(
+            "refs",
+            REF_KEY + record.key.encode(),
+            value,
+            _headers("ref", version, self.node, record.epoch),
+        )
+
+    def barrier(self, barrier: Barrier, topic: Literal["refs", "objects"]) -> Produced:
+        value = self._codec.encode(
+            "barrier",
+            {
+                "node": barrier.node,
+                "url": barrier.url,
+                "nonce": barrier.nonce,
+                "created_at_us": barrier.created_at_us,
+            },
+        )
+        version = self._codec.version("barrier")
+        return Produced(topic, BARRIER_KEY, value, _headers("barrier", version, self.node, -1))
+
+    # --- decoding ----------------------------------------------------------------------
+
+    def decode_object(self, key: bytes, value: bytes) -> StoredObject:
+        record = self._codec.decode("changelog_object", value)
+        return StoredObject(ObjKey.decode(key[1:]), record["data"], record["created_at_us"])
+
+    def decode_updateable(self, key: bytes, value: bytes) -> tuple[ObjKey, UpdateableObject | None]:
+        record = self._codec.decode("changelog_object", value)
+        obj_key = ObjKey.decode(key[1:])
+        if record["token"] is None:
+            return obj_key, None
+        return obj_key, UpdateableObject(obj_key, record["data"], record["token"])
+
+    def decode_ref(self, key: bytes, value: bytes) -> RefRecord:
+        record = self._codec.decode("changelog_ref", value)
+        ref_key = RefKey.decode(key[1:])
+        new = None
+        if not record["deleted"]:
+            new = Ref(ref_key, record["head"], record["created_at_us"], tuple(record["recent"]))
+        return RefRecord(ref_key, record["expected_head"], new, record["epoch"])
+
+    def decode_barrier(self, value: bytes) -> Barrier:
+        record = self._codec.decode("barrier", value)
+        return Barrier(record["node"], record["url"], record["nonce"], record["created_at_us"])

