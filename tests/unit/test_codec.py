@@ -51,7 +51,13 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "index": INDEX,
     "node_lease": {"node_id": 1023, "holder": "host-1:4242", "leased_until_us": 2**62},
     "ref": {"head": 99, "created_at_us": 5, "recent": [98, 97, 96]},
-    "changelog_object": {"created_at_us": 5, "data": b"\x01\x00\x01xyz", "token": None},
+    "changelog_object": {
+        "created_at_us": 5,
+        "data": b"\x01\x00\x01xyz",
+        "token": "t2",
+        "expected_token": "t1",
+        "epoch": 77,
+    },
     "changelog_ref": {
         "expected_head": 98,
         "deleted": False,
@@ -59,6 +65,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "created_at_us": 5,
         "recent": [98, 97],
         "epoch": 1234,
+        "objects_offset": 4321,
     },
     "barrier": {"node": "n1", "url": "http://127.0.0.1:1", "nonce": "ab12", "created_at_us": 5},
 }
