@@ -45,6 +45,15 @@ class RefRecord:
     expected_head: int | None
     new: Ref | None  # None = delete
     epoch: int
+    objects_offset: int  # apply only once objects[p] is applied up to here
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateableRecord:
+    key: ObjKey
+    expected_token: str | None  # None = must not exist
+    new: UpdateableObject | None  # None = delete
+    epoch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,22 +109,25 @@ class RecordCodec:
             _headers("object", version, self.node, epoch),
         )
 
-    def updateable(self, key: ObjKey, obj: UpdateableObject | None, epoch: int) -> Produced:
-        """A new version of an updateable object (None = deleted), already CAS-checked."""
+    def updateable(self, record: UpdateableRecord) -> Produced:
+        """A CAS on an updateable object; views apply it only if the token chain matches."""
+        new = record.new
         value = self._codec.encode(
             "changelog_object",
             {
                 "created_at_us": 0,
-                "data": obj.data if obj is not None else b"",
-                "token": obj.token if obj is not None else None,
+                "data": new.data if new is not None else b"",
+                "token": new.token if new is not None else None,
+                "expected_token": record.expected_token,
+                "epoch": record.epoch,
             },
         )
         version = self._codec.version("changelog_object")
         return Produced(
             "objects",
-            UPDATEABLE_KEY + key.encode(),
+            UPDATEABLE_KEY + record.key.encode(),
             value,
-            _headers("updateable", version, self.node, epoch),
+            _headers("updateable", version, self.node, record.epoch),
         )
 
     def ref(self, record: RefRecord) -> Produced:
@@ -129,6 +141,7 @@ class RecordCodec:
                 "created_at_us": new.created_at_us if new is not None else 0,
                 "recent": list(new.recent) if new is not None else [],
                 "epoch": record.epoch,
+                "objects_offset": record.objects_offset,
             },
         )
         version = self._codec.version("changelog_ref")
@@ -158,12 +171,13 @@ class RecordCodec:
         record = self._codec.decode("changelog_object", value)
         return StoredObject(ObjKey.decode(key[1:]), record["data"], record["created_at_us"])
 
-    def decode_updateable(self, key: bytes, value: bytes) -> tuple[ObjKey, UpdateableObject | None]:
+    def decode_updateable(self, key: bytes, value: bytes) -> UpdateableRecord:
         record = self._codec.decode("changelog_object", value)
         obj_key = ObjKey.decode(key[1:])
-        if record["token"] is None:
-            return obj_key, None
-        return obj_key, UpdateableObject(obj_key, record["data"], record["token"])
+        new = None
+        if record["token"] is not None:
+            new = UpdateableObject(obj_key, record["data"], record["token"])
+        return UpdateableRecord(obj_key, record["expected_token"], new, record["epoch"])
 
     def decode_ref(self, key: bytes, value: bytes) -> RefRecord:
         record = self._codec.decode("changelog_ref", value)
@@ -171,7 +185,9 @@ class RecordCodec:
         new = None
         if not record["deleted"]:
             new = Ref(ref_key, record["head"], record["created_at_us"], tuple(record["recent"]))
-        return RefRecord(ref_key, record["expected_head"], new, record["epoch"])
+        return RefRecord(
+            ref_key, record["expected_head"], new, record["epoch"], record["objects_offset"]
+        )
 
     def decode_barrier(self, value: bytes) -> Barrier:
         record = self._codec.decode("barrier", value)
