@@ -1,9 +1,12 @@
-"""``metastore`` command line: ``serve`` runs a node (embedded by default)."""
+"""``metastore`` command line: ``serve`` runs a node (embedded by default); ``topics``
+manages the cluster mode's changelog topics."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -28,7 +31,43 @@ def _parser() -> argparse.ArgumentParser:
         help="fsync every group commit (default on; env METASTORE_FSYNC)",
     )
     serve.add_argument("--log-level", help="DEBUG, INFO, WARNING (default INFO)")
+    _add_topics(commands)
+    _add_replay(commands)
     return parser
+
+
+def _add_topics(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    topics = commands.add_parser("topics", help="create, describe or check the changelog topics")
+    actions = topics.add_subparsers(dest="action", required=True)
+    kafka, prefix = os.environ.get("METASTORE_KAFKA"), os.environ.get("METASTORE_TOPIC_PREFIX")
+    for action, text in (
+        ("create", "create the missing topics (existing ones are checked, never recreated)"),
+        ("describe", "print partitions, replication and configs of the topics as JSON"),
+        ("check", "exit 0 if the topics are safe, 1 listing every problem and its fix"),
+    ):
+        sub = actions.add_parser(action, help=text)
+        sub.add_argument(
+            "--kafka",
+            default=kafka,
+            required=not kafka,
+            metavar="HOST:PORT",
+            help="bootstrap servers (env METASTORE_KAFKA)",
+        )
+        sub.add_argument(
+            "--prefix",
+            default=prefix or "metastore",
+            help="topics are <prefix>.refs and <prefix>.objects "
+            "(default metastore; env METASTORE_TOPIC_PREFIX)",
+        )
+        sub.add_argument("--partitions", type=int, default=12, help="default 12")
+        sub.add_argument("--replication-factor", type=int, default=1, help="default 1")
+        sub.add_argument("--timeout", type=float, default=10.0, help="seconds per broker call")
+
+
+def _add_replay(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from metastore.cluster import replay
+
+    replay.add_parser(commands)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -48,6 +87,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"metastore: invalid configuration: {exc}", file=sys.stderr)
             return 2
         return serve(config)
+    if args.command == "topics":
+        return topics(args)
+    if args.command == "replay":
+        from metastore.cluster import replay
+
+        return replay.run(args)
     return 2
 
 
@@ -68,4 +113,42 @@ def serve(config: ServerConfig) -> int:
         ),
         shutdown_timeout=10,
     )
+    return 0
+
+
+def topics(args: argparse.Namespace) -> int:
+    from metastore.cluster import topics as changelog
+    from metastore.cluster.config import ClusterConfig
+
+    try:
+        config = ClusterConfig(
+            bootstrap=args.kafka,
+            prefix=args.prefix,
+            partitions=args.partitions,
+            replication_factor=args.replication_factor,
+        )
+        changelog.load_specs()
+    except ValueError as exc:
+        print(f"metastore: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.action == "describe":
+            print(json.dumps(changelog.describe(config, timeout=args.timeout), indent=2))
+            return 0
+        if args.action == "create":
+            report = changelog.create(config, timeout=args.timeout)
+            for name in report.created:
+                print(f"created {name} ({config.partitions} partitions)")
+            for name in report.existing:
+                print(f"found {name} (existing: checked, not recreated)")
+        problems = changelog.check(config, timeout=args.timeout)
+    except changelog.TopicsError as exc:
+        print(f"metastore: {exc}", file=sys.stderr)
+        return 2
+    if problems:
+        print(f"{len(problems)} problem(s) with the topics:", file=sys.stderr)
+        for problem in problems:
+            print(f"  - {problem}", file=sys.stderr)
+        return 1
+    print(f"ok: {config.refs_topic} and {config.objects_topic} are safe")
     return 0

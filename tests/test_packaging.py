@@ -1,4 +1,4 @@
-"""The wheel carries the schemas and works from outside the checkout."""
+"""The wheel carries the schemas and topic specs and works from outside the checkout."""
 
 from __future__ import annotations
 
@@ -51,6 +51,9 @@ def test_wheel_ships_schemas_and_imports_from_outside_the_repo(tmp_path: Path) -
         REPO / "schemas" / "avro" / "entity.v2.avsc"
     ).read_bytes()
     assert (unpacked / "metastore" / "codec.py").is_file()
+    topics_spec = unpacked / "metastore" / "_topics" / "metastore.json"
+    assert topics_spec.is_file()
+    assert topics_spec.read_bytes() == (REPO / "topics" / "metastore.json").read_bytes()
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env["PYTHONPATH"] = str(unpacked)
@@ -76,3 +79,23 @@ def test_wheel_ships_schemas_and_imports_from_outside_the_repo(tmp_path: Path) -
     expected = sorted({name.split(".", 1)[0] for name in SHIPPED_AVRO})
     assert {"commit", "entity", "index", "node_lease", "ref"} <= set(expected)
     assert names == repr(expected)
+
+    topics = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from metastore.resources import topics_dir;"
+            " from metastore.cluster.topics import load_specs;"
+            " print(topics_dir()); print([s.role for s in load_specs()])",
+        ],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert topics.returncode == 0, topics.stderr
+    topics_path, roles = topics.stdout.splitlines()
+    assert Path(topics_path).resolve() == (unpacked / "metastore" / "_topics").resolve()
+    assert roles == repr(["refs", "objects"])
