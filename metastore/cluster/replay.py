@@ -1,0 +1,196 @@
+"""``metastore replay``: rebuild a node's view from the changelog topics.
+
+Reads both topics from the view's stored offsets (the beginning for a fresh or
+wiped view), applies every record with the same rules as a live view, shows
+progress, and stops once caught up. It produces nothing.
+
+Caught up, without trusting reported high watermarks (the test broker reports
+them wrong): the replay is caught up when
+
+1. no partition of either topic has delivered a record for an idle window
+   (``idle_s``, 1 s by default) after the last record of any partition; on a
+   broker that stops a fetch at an open transaction this also waits for the
+   transaction to end, because the next rule fails meanwhile; and
+2. for every partition whose cached high watermark is known
+   (``get_watermark_offsets(cached=True)``, from fetch responses, never a new
+   request), the consumer's position is at or past it. A correct broker
+   (Apache Kafka) thereby proves the end was reached; the test broker's value is
+   at or below the true end, so it never holds a replay back.
+
+A replay that is not caught up within ``timeout_s`` fails (exit status 3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from confluent_kafka import TopicPartition
+from rocksdict import AccessType, Options, Rdict
+from tqdm import tqdm
+
+from metastore.cluster.config import ClusterConfig
+from metastore.cluster.view.consumer import ViewFeed, open_consumer
+from metastore.cluster.view.digest import digest
+from metastore.cluster.view.model import ROLES, VIEW_MARKER, Role
+from metastore.cluster.view.store import ViewStore
+from metastore.errors import MetastoreError
+
+log = logging.getLogger(__name__)
+
+
+class ReplayError(MetastoreError):
+    """The replay could not run or did not catch up."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaySummary:
+    consumed: int  # records read by this run (a resumed view reads only the tail)
+    applied: int
+    dropped: int
+    waiting: int  # refs records still waiting for their objects (re-read next time)
+    seconds: float
+    digest: str
+
+    @property
+    def rate(self) -> float:
+        return self.consumed / self.seconds if self.seconds > 0 else 0.0
+
+    def render(self) -> str:
+        return (
+            f"replayed {self.consumed} records: applied {self.applied}, dropped {self.dropped}, "
+            f"waiting {self.waiting}, in {self.seconds:.2f} s ({self.rate:,.0f} records/s)\n"
+            f"digest: {self.digest}"
+        )
+
+
+def replay(
+    config: ClusterConfig,
+    data_dir: str | Path,
+    *,
+    fresh: bool = False,
+    idle_s: float = 1.0,
+    timeout_s: float = 600.0,
+    progress: bool = True,
+    batch_size: int = 10_000,
+) -> ReplaySummary:
+    """Bring the view at ``data_dir`` up to the end of the topics; see the module doc."""
+    path = Path(data_dir)
+    if fresh:
+        wipe_view(path)
+    path.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    store = ViewStore(path, config)
+    try:
+        feed = ViewFeed(store, open_consumer(store, config))
+        try:
+            with tqdm(
+                desc="replay", unit="rec", unit_scale=True, disable=not progress, file=sys.stderr
+            ) as bar:
+                _run(feed, bar, idle_s=idle_s, deadline=started + timeout_s, batch=batch_size)
+        finally:
+            feed.consumer.close()
+        return ReplaySummary(
+            consumed=feed.stats.consumed,
+            applied=feed.stats.applied,
+            dropped=feed.stats.dropped,
+            waiting=sum(store.waiting().values()),
+            seconds=time.monotonic() - started,
+            digest=digest(store),
+        )
+    finally:
+        store.close()
+
+
+def _run(feed: ViewFeed, bar: Any, *, idle_s: float, deadline: float, batch: int) -> None:
+    last_record = time.monotonic()
+    while True:
+        result = feed.step(batch, min(0.2, idle_s))
+        now = time.monotonic()
+        if result is not None:
+            bar.update(result.consumed)
+            last_record = now
+        elif now - last_record >= idle_s and _at_high_watermarks(feed):
+            return
+        if now > deadline:
+            raise ReplayError(f"not caught up before the timeout ({feed.stats.consumed} read)")
+
+
+def _at_high_watermarks(feed: ViewFeed) -> bool:
+    """Rule 2: position >= cached high watermark wherever one is known."""
+    config = feed.store.config
+    topics = {"refs": config.refs_topic, "objects": config.objects_topic}
+    partitions = [TopicPartition(topics[r], p) for r in ROLES for p in range(config.partitions)]
+    positions = feed.consumer.position(partitions)
+    for tp in positions:
+        watermarks = feed.consumer.get_watermark_offsets(tp, cached=True)
+        if not watermarks or watermarks[1] < 0:
+            continue  # unknown: rule 1 decides alone
+        low, high = watermarks
+        role: Role = "refs" if tp.topic == config.refs_topic else "objects"
+        position = tp.offset if tp.offset >= 0 else max(low, feed.store.offset(role, tp.partition))
+        if position < high:
+            log.debug("%s[%d] at %d, high watermark %d", tp.topic, tp.partition, position, high)
+            return False
+    return True
+
+
+def wipe_view(path: Path) -> None:
+    """Remove a view's directory; refuses anything that is not a view (an embedded store)."""
+    if not path.exists() or not any(path.iterdir()):
+        return
+    if not (path / "CURRENT").exists():
+        raise ReplayError(f"{path} is not a RocksDB directory: refusing to wipe it")
+    db = Rdict(str(path), Options(raw_mode=True), access_type=AccessType.read_only())
+    try:
+        is_view = db.get(VIEW_MARKER) is not None
+    finally:
+        db.close()
+    if not is_view:
+        raise ReplayError(f"{path} is not a view (an embedded store?): refusing to wipe it")
+    shutil.rmtree(path)
+
+
+# --- command line --------------------------------------------------------------------
+
+
+def add_parser(commands: Any) -> None:
+    """``metastore replay`` on the CLI's subparsers."""
+    cmd = commands.add_parser("replay", help="rebuild a view from the changelog topics")
+    cmd.add_argument("--kafka", required=True, help="bootstrap servers, HOST:PORT[,HOST:PORT]")
+    cmd.add_argument("--prefix", default="metastore", help="topic prefix (default metastore)")
+    cmd.add_argument("--partitions", type=int, default=12, help="partitions per topic")
+    cmd.add_argument("--data-dir", required=True, help="the view's RocksDB directory")
+    cmd.add_argument("--fresh", action="store_true", help="wipe the view and replay from 0")
+    cmd.add_argument("--idle", type=float, default=1.0, help="idle window in seconds (1)")
+    cmd.add_argument("--timeout", type=float, default=600.0, help="give up after (600 s)")
+    cmd.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        config = ClusterConfig(args.kafka, prefix=args.prefix, partitions=args.partitions)
+    except ValueError as exc:
+        print(f"metastore replay: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    try:
+        summary = replay(
+            config,
+            args.data_dir,
+            fresh=args.fresh,
+            idle_s=args.idle,
+            timeout_s=args.timeout,
+            progress=not args.no_progress,
+        )
+    except MetastoreError as exc:
+        print(f"metastore replay: {exc}", file=sys.stderr)
+        return 3
+    print(summary.render(), file=out)
+    return 0

@@ -1,0 +1,1 @@
+"""Single-writer partition owners of the cluster mode (KLIP-18)."""

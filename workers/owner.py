@@ -1,0 +1,355 @@
+"""The single writer of one partition (KLIP-18), fenced by a Kafka transaction.
+
+On assignment of partition p the owner opens a transactional producer with
+``transactional.id = <cluster>.<refs topic>.<p>``; ``init_transactions()`` fences
+any previous owner (its open transaction is aborted, its next one fails). It then
+commits a barrier to refs[p] and objects[p] and waits until its own view has
+applied both: only then does it hold the whole partition's state and accept
+writes. Its epoch is the barrier's offset in refs[p]; every ref record it writes
+carries that epoch and the HEAD it expects, so views drop anything a fenced
+zombie still manages to get into the log.
+
+Writes are group-committed: every write queued while a transaction is in flight
+goes into the next one, each with its own compare-and-swap outcome. A write is
+acknowledged only after the transaction committed AND this node's view applied
+it, so the next CAS check reads it and a client reading this node sees it. Any
+failed or indefinite transaction answers "commit state unknown" and the owner
+re-creates its producer and re-derives its state through a new barrier.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from metastore.cluster.config import ClusterConfig
+from metastore.cluster.records import Barrier, Produced, RecordCodec, RefRecord, UpdateableRecord
+from metastore.cluster.view import Role, ViewConsumer
+from metastore.errors import (
+    CommitStateUnknown,
+    MetastoreError,
+    RefConditionFailed,
+    ServiceUnavailable,
+)
+from metastore.keys import ObjKey
+from metastore.persistence.base import RefUpdate, StoredObject, UpdateableObject
+
+log = logging.getLogger(__name__)
+
+
+class NotOwner(ServiceUnavailable):
+    """This node does not (or no longer) own the partition: retry at the current owner."""
+
+    error_type = "NotOwnerException"
+
+
+@dataclass
+class _Write:
+    objects: Sequence[StoredObject]
+    ref: RefUpdate | None
+    updateable: tuple[ObjKey, str | None, UpdateableObject | None] | None
+    done: Future[None] = field(default_factory=Future)
+
+
+class PartitionOwner:
+    def __init__(
+        self,
+        config: ClusterConfig,
+        partition: int,
+        records: RecordCodec,
+        view: ViewConsumer,
+        url: str,
+        clock_us: Callable[[], int],
+        may_own: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self._config = config
+        self.partition = partition
+        self._records = records
+        self._view = view
+        self._store = view.store
+        self._may_own = may_own  # the group still assigns us p (never re-fence a newer owner)
+        self._url = url
+        self._clock_us = clock_us
+        self._producer: Producer | None = None
+        self.epoch = -1
+        self._queue: list[_Write] = []
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"owner-{partition}", daemon=True)
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    @property
+    def ready(self) -> bool:
+        return self._ready.is_set()
+
+    def wait_ready(self, timeout: float) -> bool:
+        return self._ready.wait(timeout)
+
+    def stop(self) -> None:
+        """Revocation: stop accepting; queued writes fail retryably (nothing was sent)."""
+        with self._cond:
+            self._stopping = True
+            pending, self._queue = self._queue, []
+            self._cond.notify_all()
+        for write in pending:
+            write.done.set_exception(NotOwner(f"partition {self.partition} was revoked"))
+        self._thread.join(timeout=self._config.transaction_timeout_s + 5)
+        self._close_producer()
+
+    # --- the write path ----------------------------------------------------------------
+
+    def submit(self, objects: Sequence[StoredObject], ref: RefUpdate | None) -> Future[None]:
+        return self._enqueue(_Write(objects, ref, None))
+
+    def submit_updateable(
+        self, key: ObjKey, expected_token: str | None, new: UpdateableObject | None
+    ) -> Future[None]:
+        return self._enqueue(_Write((), None, (key, expected_token, new)))
+
+    def _enqueue(self, write: _Write) -> Future[None]:
+        with self._cond:
+            if self._stopping or not self._ready.is_set():
+                write.done.set_exception(
+                    NotOwner(f"this node is not the ready owner of partition {self.partition}")
+                )
+                return write.done
+            self._queue.append(write)
+            self._cond.notify()
+        return write.done
+
+    def _run(self) -> None:
+        while not self._stopping:
+            if not self._may_own():
+                log.warning("partition %d: no longer assigned here; owner stops", self.partition)
+                self._fail_all(NotOwner(f"partition {self.partition} moved"))
+                return
+            try:
+                self._become_owner()
+            except KafkaException as exc:
+                if _fenced(exc):
+                    log.warning("partition %d: fenced by a newer owner", self.partition)
+                    self._fail_all(NotOwner(f"partition {self.partition} moved"))
+                    return
+                log.exception("partition %d: could not take ownership; retrying", self.partition)
+                self._close_producer()
+                time.sleep(1.0)
+                continue
+            except Exception:
+                log.exception("partition %d: could not take ownership; retrying", self.partition)
+                self._close_producer()
+                time.sleep(1.0)
+                continue
+            self._serve()
+
+    def _fail_all(self, error: MetastoreError) -> None:
+        with self._cond:
+            self._stopping = True
+            pending, self._queue = self._queue, []
+        self._ready.clear()
+        for write in pending:
+            write.done.set_exception(error)
+
+    def _serve(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                batch, self._queue = self._queue, []
+            outcome = self._commit(batch)
+            if outcome == "fenced":
+                # A newer owner exists: never re-initialize (that would fence it back).
+                self._fail_all(NotOwner(f"partition {self.partition} moved"))
+                self._close_producer()
+                return
+            if outcome == "unknown":
+                # Re-create the producer (new epoch) and re-derive state through a new barrier.
+                self._ready.clear()
+                self._close_producer()
+                return
+
+    def _become_owner(self) -> None:
+        producer = Producer(
+            {
+                **self._config.common(),
+                "transactional.id": self._config.transactional_id(self.partition),
+                "enable.idempotence": True,
+                "transaction.timeout.ms": int(self._config.transaction_timeout_s * 1000),
+                # librdkafka's default (1,000,000) is below our 1 MiB object limit + envelope.
+                "message.max.bytes": 2 * 1024 * 1024,
+            }
+        )
+        producer.init_transactions(self._config.transaction_timeout_s)
+        self._producer = producer
+        nonce = secrets.token_hex(8)
+        barrier = Barrier(self._records.node, self._url, nonce, self._clock_us())
+        offsets = self._transact(
+            [self._records.barrier(barrier, "refs"), self._records.barrier(barrier, "objects")]
+        )
+        # Caught up = this node's view applied our own barrier in both topics (never
+        # trust high watermarks: the test broker reports them wrong).
+        refs_at, objects_at = offsets
+        caught_up = self._view.wait_for_blocking(
+            "refs", self.partition, refs_at + 1, 60.0
+        ) and self._view.wait_for_blocking("objects", self.partition, objects_at + 1, 60.0)
+        if not caught_up:
+            raise TimeoutError(f"partition {self.partition}: own barrier not applied")
+        seen = self._view.barrier_seen(self.partition, nonce)
+        if seen is None:
+            raise KafkaException(KafkaError(KafkaError._FENCED, "a newer barrier follows ours"))
+        self.epoch = seen[0]
+        self._ready.set()
+        log.info("partition %d: owner ready, epoch %d", self.partition, self.epoch)
+
+    def _commit(self, batch: list[_Write]) -> str:
+        """One transaction for the whole batch: "ok", "unknown" or "fenced"."""
+        accepted: list[_Write] = []
+        heads: dict[Any, int | None] = {}
+        tokens: dict[ObjKey, str | None] = {}
+        records: list[Produced] = []
+        for write in batch:
+            try:
+                self._check(write, heads, tokens)
+            except MetastoreError as exc:
+                write.done.set_exception(exc)
+                continue
+            accepted.append(write)
+            records.extend(self._records.object(o, self.epoch) for o in write.objects)
+        if not accepted:
+            return "ok"
+        try:
+            self._transact_with_refs(records, accepted)
+        except Exception as exc:
+            log.error("partition %d: transaction failed: %s", self.partition, exc)
+            for write in accepted:
+                write.done.set_exception(CommitStateUnknown(f"commit state unknown: {exc}"))
+            return "fenced" if isinstance(exc, KafkaException) and _fenced(exc) else "unknown"
+        for write in accepted:
+            write.done.set_result(None)
+        return "ok"
+
+    def _check(
+        self, write: _Write, heads: dict[Any, int | None], tokens: dict[ObjKey, str | None]
+    ) -> None:
+        """CAS against the view plus the earlier writes of this batch."""
+        if write.ref is not None:
+            key = write.ref.key
+            if key in heads:
+                current = heads[key]
+            else:
+                ref = self._store.get_ref(key)
+                current = ref.head if ref is not None else None
+            if current != write.ref.expected_head:
+                raise RefConditionFailed(f"ref {key}: HEAD moved")
+            heads[key] = write.ref.new.head if write.ref.new is not None else None
+        if write.updateable is not None:
+            obj_key, expected, new = write.updateable
+            if obj_key in tokens:
+                token = tokens[obj_key]
+            else:
+                stored = self._store.get_updateable(obj_key)
+                token = stored.token if stored is not None else None
+            if token != expected:
+                raise RefConditionFailed(f"updateable {obj_key}: token moved")
+            tokens[obj_key] = new.token if new is not None else None
+
+    def _transact_with_refs(self, objects: list[Produced], writes: list[_Write]) -> None:
+        producer = self._require_producer()
+        producer.begin_transaction()
+        offsets = self._produce_and_flush(producer, objects) if objects else []
+        objects_offset = max(offsets) + 1 if offsets else 0
+        tail: list[Produced] = []
+        for write in writes:
+            if write.ref is not None:
+                tail.append(
+                    self._records.ref(
+                        RefRecord(
+                            write.ref.key,
+                            write.ref.expected_head,
+                            write.ref.new,
+                            self.epoch,
+                            objects_offset,
+                        )
+                    )
+                )
+            if write.updateable is not None:
+                key, expected, new = write.updateable
+                tail.append(
+                    self._records.updateable(UpdateableRecord(key, expected, new, self.epoch))
+                )
+        ref_offsets = self._produce_and_flush(producer, tail)
+        producer.commit_transaction(self._config.transaction_timeout_s)
+        # Acknowledge only what this node's view has applied (read-your-writes, next CAS).
+        roles: tuple[Role, ...] = ("refs", "objects")
+        for role in roles:
+            offs = [o for o, p in zip(ref_offsets, tail, strict=True) if p.topic == role]
+            if offs and not self._view.wait_for_blocking(
+                role, self.partition, max(offs) + 1, self._config.transaction_timeout_s
+            ):
+                raise TimeoutError(f"view did not apply {role}[{self.partition}]@{max(offs)}")
+
+    def _transact(self, records: list[Produced]) -> list[int]:
+        producer = self._require_producer()
+        producer.begin_transaction()
+        offsets = self._produce_and_flush(producer, records)
+        producer.commit_transaction(self._config.transaction_timeout_s)
+        return offsets
+
+    def _produce_and_flush(self, producer: Producer, records: list[Produced]) -> list[int]:
+        offsets: list[int | None] = [None] * len(records)
+        errors: list[KafkaError] = []
+
+        def report(i: int) -> Callable[[KafkaError | None, Any], None]:
+            def done(err: KafkaError | None, msg: Any) -> None:
+                if err is not None:
+                    errors.append(err)
+                else:
+                    offsets[i] = msg.offset()
+
+            return done
+
+        for i, record in enumerate(records):
+            topic = (
+                self._config.refs_topic if record.topic == "refs" else self._config.objects_topic
+            )
+            producer.produce(
+                topic,
+                key=record.key,
+                value=record.value,
+                partition=self.partition,
+                headers=list[tuple[str, str | bytes | None]](record.headers),
+                on_delivery=report(i),
+            )
+        remaining = producer.flush(self._config.transaction_timeout_s)
+        if errors or remaining:
+            raise KafkaException(errors[0] if errors else KafkaError(KafkaError._TIMED_OUT))
+        return [o for o in offsets if o is not None]
+
+    def _require_producer(self) -> Producer:
+        if self._producer is None:
+            raise NotOwner(f"partition {self.partition}: no producer")
+        return self._producer
+
+    def _close_producer(self) -> None:
+        self._producer = None  # librdkafka closes it when collected; fenced ones cannot flush
+
+
+def _fenced(exc: KafkaException) -> bool:
+    error = exc.args[0] if exc.args else None
+    if not isinstance(error, KafkaError):
+        return False
+    return error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED)
