@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -138,19 +137,15 @@ class PartitionOwner:
                 return
             try:
                 self._become_owner()
-            except KafkaException as exc:
-                if _fenced(exc):
+            except Exception as exc:
+                if isinstance(exc, KafkaException) and _fenced(exc):
                     log.warning("partition %d: fenced by a newer owner", self.partition)
                     self._fail_all(NotOwner(f"partition {self.partition} moved"))
                     return
                 log.exception("partition %d: could not take ownership; retrying", self.partition)
                 self._close_producer()
-                time.sleep(1.0)
-                continue
-            except Exception:
-                log.exception("partition %d: could not take ownership; retrying", self.partition)
-                self._close_producer()
-                time.sleep(1.0)
+                with self._cond:
+                    self._cond.wait_for(lambda: self._stopping, timeout=1.0)
                 continue
             self._serve()
 
