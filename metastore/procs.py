@@ -26,6 +26,13 @@ def free_port() -> int:
         return port
 
 
+def kill_pid(proc: subprocess.Popen[bytes] | None) -> None:
+    """SIGKILL a child by PID (if still running) and reap it."""
+    if proc is not None and proc.poll() is None:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 class NodeProcess:
     def __init__(
         self,
@@ -89,9 +96,7 @@ class NodeProcess:
 
     def kill(self) -> None:
         """Crash: SIGKILL by PID, no cleanup runs in the node."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        kill_pid(self.proc)
 
     def __enter__(self) -> NodeProcess:
         return self.start()
@@ -162,9 +167,7 @@ class BrokerProcess:
 
     def kill(self) -> None:
         """Stop by PID. SIGKILL: it keeps nothing on disk, and SIGTERM waits ~5 s for clients."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        kill_pid(self.proc)
 
     def __enter__(self) -> BrokerProcess:
         return self.start()
