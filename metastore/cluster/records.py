@@ -13,7 +13,7 @@ the owner epoch.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -97,73 +97,59 @@ class RecordCodec:
         self._codec = codec
         self.node = node
 
+    def _produce(
+        self,
+        topic: Literal["refs", "objects"],
+        kind: RecordKind,
+        schema: str,
+        key: bytes,
+        record: Mapping[str, object],
+        epoch: int,
+    ) -> Produced:
+        value = self._codec.encode(schema, record)
+        headers = _headers(kind, self._codec.version(schema), self.node, epoch)
+        return Produced(topic, key, value, headers)
+
     def object(self, obj: StoredObject, epoch: int) -> Produced:
-        value = self._codec.encode(
-            "changelog_object", {"created_at_us": obj.created_at_us, "data": obj.data}
-        )
-        version = self._codec.version("changelog_object")
-        return Produced(
-            "objects",
-            OBJECT_KEY + obj.key.encode(),
-            value,
-            _headers("object", version, self.node, epoch),
-        )
+        record = {"created_at_us": obj.created_at_us, "data": obj.data}
+        key = OBJECT_KEY + obj.key.encode()
+        return self._produce("objects", "object", "changelog_object", key, record, epoch)
 
     def updateable(self, record: UpdateableRecord) -> Produced:
         """A CAS on an updateable object; views apply it only if the token chain matches."""
         new = record.new
-        value = self._codec.encode(
-            "changelog_object",
-            {
-                "created_at_us": 0,
-                "data": new.data if new is not None else b"",
-                "token": new.token if new is not None else None,
-                "expected_token": record.expected_token,
-                "epoch": record.epoch,
-            },
-        )
-        version = self._codec.version("changelog_object")
-        return Produced(
-            "objects",
-            UPDATEABLE_KEY + record.key.encode(),
-            value,
-            _headers("updateable", version, self.node, record.epoch),
-        )
+        value = {
+            "created_at_us": 0,
+            "data": new.data if new is not None else b"",
+            "token": new.token if new is not None else None,
+            "expected_token": record.expected_token,
+            "epoch": record.epoch,
+        }
+        key = UPDATEABLE_KEY + record.key.encode()
+        return self._produce("objects", "updateable", "changelog_object", key, value, record.epoch)
 
     def ref(self, record: RefRecord) -> Produced:
         new = record.new
-        value = self._codec.encode(
-            "changelog_ref",
-            {
-                "expected_head": record.expected_head,
-                "deleted": new is None,
-                "head": new.head if new is not None else 0,
-                "created_at_us": new.created_at_us if new is not None else 0,
-                "recent": list(new.recent) if new is not None else [],
-                "epoch": record.epoch,
-                "objects_offset": record.objects_offset,
-            },
-        )
-        version = self._codec.version("changelog_ref")
-        return Produced(
-            "refs",
-            REF_KEY + record.key.encode(),
-            value,
-            _headers("ref", version, self.node, record.epoch),
-        )
+        value = {
+            "expected_head": record.expected_head,
+            "deleted": new is None,
+            "head": new.head if new is not None else 0,
+            "created_at_us": new.created_at_us if new is not None else 0,
+            "recent": list(new.recent) if new is not None else [],
+            "epoch": record.epoch,
+            "objects_offset": record.objects_offset,
+        }
+        key = REF_KEY + record.key.encode()
+        return self._produce("refs", "ref", "changelog_ref", key, value, record.epoch)
 
     def barrier(self, barrier: Barrier, topic: Literal["refs", "objects"]) -> Produced:
-        value = self._codec.encode(
-            "barrier",
-            {
-                "node": barrier.node,
-                "url": barrier.url,
-                "nonce": barrier.nonce,
-                "created_at_us": barrier.created_at_us,
-            },
-        )
-        version = self._codec.version("barrier")
-        return Produced(topic, BARRIER_KEY, value, _headers("barrier", version, self.node, -1))
+        value = {
+            "node": barrier.node,
+            "url": barrier.url,
+            "nonce": barrier.nonce,
+            "created_at_us": barrier.created_at_us,
+        }
+        return self._produce(topic, "barrier", "barrier", BARRIER_KEY, value, -1)
 
     # --- decoding ----------------------------------------------------------------------
 
