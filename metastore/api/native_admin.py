@@ -8,7 +8,7 @@ from metastore.api import params
 from metastore.api.render import commit_json, named_json, ref_json
 from metastore.api.typedefs import METASTORE
 from metastore.api.validation import read_json
-from metastore.errors import NoSuchCommit
+from metastore.errors import BadRequest, NoSuchCommit
 from metastore.keys import SYSTEM_CATALOG
 
 routes = web.RouteTableDef()
@@ -52,6 +52,8 @@ async def _update_record(
 ) -> web.Response:
     """Properties of a tenant (catalog "") or a catalog record."""
     body = await read_json(request, "update_properties")
+    if "location" in body:
+        raise BadRequest("tenants and catalogs have no location; use properties")
     entity = await request.app[METASTORE].update_record(
         tenant,
         catalog,
