@@ -8,10 +8,10 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test test-fast lint format bench clean
+.PHONY: help setup run test test-fast lint format bench clean cluster-up cluster-down cluster-logs
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-13s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	@bash scripts/bootstrap.sh "$(PYTHON)" "$(VENV)"
@@ -42,3 +42,12 @@ bench: setup ## HTTP benchmark of the embedded node (ARGS="--quick" for a smoke 
 
 clean: ## remove the venv, caches and ./data
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .bench data
+
+cluster-up: ## build and start Kafka (KRaft) + 3 nodes on :8181-8183, wait until healthy (needs compose v2)
+	docker compose up -d --build --wait
+
+cluster-down: ## stop the compose cluster and delete its volumes (Kafka topics, node views)
+	docker compose down -v
+
+cluster-logs: ## follow the compose cluster's logs (ARGS="metastore-2" for one service)
+	docker compose logs -f $(ARGS)

@@ -4,9 +4,11 @@ manages the cluster mode's changelog topics."""
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -31,6 +33,24 @@ def _parser() -> argparse.ArgumentParser:
         help="fsync every group commit (default on; env METASTORE_FSYNC)",
     )
     serve.add_argument("--log-level", help="DEBUG, INFO, WARNING (default INFO)")
+    cluster = serve.add_argument_group(
+        "cluster mode", "set --kafka to run as one node of a cluster on Kafka changelog topics"
+    )
+    cluster.add_argument(
+        "--kafka", metavar="HOST:PORT", help="bootstrap servers (env METASTORE_KAFKA)"
+    )
+    cluster.add_argument(
+        "--advertised-url",
+        metavar="URL",
+        help="how peers reach this node (default http://HOST:PORT; env METASTORE_ADVERTISED_URL)",
+    )
+    cluster.add_argument("--topic-prefix", help="topics <prefix>.refs/.objects (default metastore)")
+    cluster.add_argument(
+        "--cluster-id", help="names the transactional ids and groups (default metastore)"
+    )
+    cluster.add_argument(
+        "--partitions", type=int, help="partitions of the topics (default 12; checked)"
+    )
     _add_topics(commands)
     _add_replay(commands)
     return parser
@@ -81,6 +101,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "data_dir": args.data_dir,
                     "fsync": args.fsync,
                     "log_level": args.log_level,
+                    "kafka": args.kafka,
+                    "advertised_url": args.advertised_url,
+                    "topic_prefix": args.topic_prefix,
+                    "cluster_id": args.cluster_id,
+                    "partitions": args.partitions,
                 }
             )
         except (ValueError, TypeError) as exc:
@@ -104,6 +129,8 @@ def serve(config: ServerConfig) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    # `kill -USR1 <pid>` prints every thread's stack: the first tool for a stuck node
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     web.run_app(
         create_app(config),
         host=config.host,

@@ -45,6 +45,7 @@ from metastore.errors import (
     NoSuchView,
     NotEmpty,
     NotFound,
+    NotOwner,
     ObjectConflict,
     RefConditionFailed,
     ServiceUnavailable,
@@ -302,6 +303,8 @@ class Committer:
                 continue
             except ObjectConflict:
                 raise
+            except NotOwner as exc:  # nothing was written: the caller retries at the owner
+                return [exc if isinstance(r, CommitOutcome) else r for r in results]
             except Exception as exc:
                 log.exception("write of %d commits to %s failed", len(requests), ref_key)
                 unknown = CommitStateUnknown(f"commit state unknown: {exc}")

@@ -36,6 +36,15 @@ class ServerConfig:
     default_tenant: str = "default"
     default_catalog: str = "default"
     log_level: str = "INFO"
+    # --- cluster mode (``kafka`` set): see docs/ARCHITECTURE.md "Cluster mode" ---
+    kafka: str = ""  # bootstrap servers; empty = embedded mode
+    advertised_url: str = ""  # how peers reach this node; default http://host:port
+    topic_prefix: str = "metastore"  # topics <prefix>.refs and <prefix>.objects
+    cluster_id: str = "metastore"  # transactional.id = <cluster_id>.<refs topic>.<p>
+    partitions: int = 12  # must match the topics (checked at startup)
+    session_timeout_ms: int = 6000  # owner crash detection
+    forward_timeout_s: float = 30.0  # a forwarded write gives up (503) after this
+    consistency_wait_s: float = 10.0  # a read given a consistency token waits at most this
 
     def __post_init__(self) -> None:
         positive = (
@@ -47,6 +56,10 @@ class ServerConfig:
             "index_embedded_bytes",
             "index_stripe_bytes",
             "lease_seconds",
+            "partitions",
+            "session_timeout_ms",
+            "forward_timeout_s",
+            "consistency_wait_s",
         )
         for name in positive:
             if getattr(self, name) <= 0:
@@ -59,6 +72,21 @@ class ServerConfig:
             raise ValueError("max_object_bytes must be at least twice index_stripe_bytes")
         if self.recent_heads < 0:
             raise ValueError("recent_heads must be >= 0")
+        if self.kafka and self.host in ("0.0.0.0", "::", "") and not self.advertised_url:
+            raise ValueError(
+                "advertised_url is required when binding all interfaces in cluster mode"
+            )
+        if self.advertised_url and not self.advertised_url.startswith(("http://", "https://")):
+            raise ValueError("advertised_url must start with http:// or https://")
+
+    @property
+    def cluster_mode(self) -> bool:
+        return bool(self.kafka)
+
+    @property
+    def url(self) -> str:
+        """How other nodes reach this one (forwarded writes)."""
+        return self.advertised_url.rstrip("/") or f"http://{self.host}:{self.port}"
 
     @property
     def max_page_size(self) -> int:

@@ -112,6 +112,21 @@ class ServiceUnavailable(MetastoreError):
     error_type = "ServiceUnavailableException"
 
 
+class NotOwner(ServiceUnavailable):
+    """Cluster mode: this node does not (or no longer) own the catalog's partition.
+
+    Nothing was written. The node that received the client's request forwards it to
+    the current owner and retries there (bounded); a client sees this only when no
+    owner could be reached in time.
+    """
+
+    error_type = "NotOwnerException"
+
+    def __init__(self, message: str, partition: int | None = None) -> None:
+        super().__init__(message)
+        self.partition = partition
+
+
 class CommitStateUnknown(MetastoreError):
     """The write may or may not have happened: reconcile before retrying."""
 

@@ -104,5 +104,8 @@ class NodeLeaser:
         lease = self.lease
         if lease is None:
             return
-        self._persistence.cas_updateable(lease_key(lease.node_id), lease.token, None)
+        try:
+            self._persistence.cas_updateable(lease_key(lease.node_id), lease.token, None)
+        except ServiceUnavailable as exc:  # it expires on its own
+            log.warning("could not release node id %d: %s", lease.node_id, exc.message)
         self.lease = None

@@ -75,6 +75,10 @@ class NodeProcess(_Child):
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30.0) -> NodeProcess:
+        return self.spawn().wait_healthy(timeout)
+
+    def spawn(self) -> NodeProcess:
+        """Start the process without waiting (several nodes start side by side)."""
         args = [
             sys.executable, "-m", "metastore", "serve",
             "--port", str(self.port), "--data-dir", str(self.data_dir), *self.extra_args,
@@ -82,6 +86,10 @@ class NodeProcess(_Child):
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=self.env)
         log.close()
+        return self
+
+    def wait_healthy(self, timeout: float = 30.0) -> NodeProcess:
+        assert self.proc is not None, "spawn() first"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -102,13 +110,17 @@ class NodeProcess(_Child):
         except OSError:
             return "(no log)"
 
-    def stop(self, timeout: float = 15.0) -> int:
+    def stop(self, timeout: float = 30.0) -> int:
         """Graceful: SIGTERM, wait; returns the exit code."""
         if self.proc is None:
             return 0
         self.proc.send_signal(signal.SIGTERM)
         try:
             return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGUSR1)  # the node logs every thread's stack
+            time.sleep(1.0)
+            raise
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()

@@ -11,7 +11,7 @@ immutable objects, most of them from the cache.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -19,6 +19,7 @@ from metastore.cache import ObjectCache
 from metastore.changes import CreateEntity, UpdateEntity
 from metastore.codec import Codec
 from metastore.commits import CommitOutcome, CommitRequest, RefAction, not_found
+from metastore.consistency import WRITTEN, ConsistencyToken
 from metastore.errors import (
     CommitConflict,
     InvalidPageToken,
@@ -73,12 +74,14 @@ class Metastore:
         cache: ObjectCache,
         lanes: CommitLanes,
         writable: bool = True,
+        consistency: Callable[[str, str], ConsistencyToken | None] | None = None,
     ) -> None:
         self.persistence = persistence
         self._codec = codec
         self._cache = cache
         self._lanes = lanes
         self.writable = writable
+        self._consistency = consistency  # cluster mode: the token covering a write
 
     def objects(self, tenant: str, catalog: str) -> CatalogObjects:
         return CatalogObjects(self.persistence, self._codec, self._cache, tenant, catalog)
@@ -189,7 +192,10 @@ class Metastore:
             raise ServiceUnavailable("this node cannot write (its node id lease was lost)")
         if catalog != SYSTEM_CATALOG:
             self.check_tenant(tenant)
-        return await self._lanes.submit(catalog_ref(tenant, catalog), request)
+        outcome = await self._lanes.submit(catalog_ref(tenant, catalog), request)
+        if self._consistency is not None:
+            WRITTEN.set(self._consistency(tenant, catalog))
+        return outcome
 
     # --- tenants -----------------------------------------------------------------------
 

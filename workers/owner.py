@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -35,8 +36,8 @@ from metastore.cluster.view import Role, ViewConsumer
 from metastore.errors import (
     CommitStateUnknown,
     MetastoreError,
+    NotOwner,
     RefConditionFailed,
-    ServiceUnavailable,
 )
 from metastore.keys import ObjKey
 from metastore.persistence.base import RefUpdate, StoredObject, UpdateableObject
@@ -44,18 +45,12 @@ from metastore.persistence.base import RefUpdate, StoredObject, UpdateableObject
 log = logging.getLogger(__name__)
 
 
-class NotOwner(ServiceUnavailable):
-    """This node does not (or no longer) own the partition: retry at the current owner."""
-
-    error_type = "NotOwnerException"
-
-
 @dataclass
 class _Write:
     objects: Sequence[StoredObject]
     ref: RefUpdate | None
     updateable: tuple[ObjKey, str | None, UpdateableObject | None] | None
-    done: Future[None] = field(default_factory=Future)
+    done: Future[int] = field(default_factory=Future)  # result: a consistency token
 
 
 class PartitionOwner:
@@ -104,25 +99,30 @@ class PartitionOwner:
             pending, self._queue = self._queue, []
             self._cond.notify_all()
         for write in pending:
-            write.done.set_exception(NotOwner(f"partition {self.partition} was revoked"))
+            write.done.set_exception(
+                NotOwner(f"partition {self.partition} was revoked", self.partition)
+            )
         self._thread.join(timeout=self._config.transaction_timeout_s + 5)
         self._close_producer()
 
     # --- the write path ----------------------------------------------------------------
 
-    def submit(self, objects: Sequence[StoredObject], ref: RefUpdate | None) -> Future[None]:
+    def submit(self, objects: Sequence[StoredObject], ref: RefUpdate | None) -> Future[int]:
         return self._enqueue(_Write(objects, ref, None))
 
     def submit_updateable(
         self, key: ObjKey, expected_token: str | None, new: UpdateableObject | None
-    ) -> Future[None]:
+    ) -> Future[int]:
         return self._enqueue(_Write((), None, (key, expected_token, new)))
 
-    def _enqueue(self, write: _Write) -> Future[None]:
+    def _enqueue(self, write: _Write) -> Future[int]:
         with self._cond:
             if self._stopping or not self._ready.is_set():
                 write.done.set_exception(
-                    NotOwner(f"this node is not the ready owner of partition {self.partition}")
+                    NotOwner(
+                        f"this node is not the ready owner of partition {self.partition}",
+                        self.partition,
+                    )
                 )
                 return write.done
             self._queue.append(write)
@@ -133,14 +133,16 @@ class PartitionOwner:
         while not self._stopping:
             if not self._may_own():
                 log.warning("partition %d: no longer assigned here; owner stops", self.partition)
-                self._fail_all(NotOwner(f"partition {self.partition} moved"))
+                self._fail_all(NotOwner(f"partition {self.partition} moved", self.partition))
                 return
             try:
                 self._become_owner()
+            except NotOwner:
+                return  # revoked while taking over
             except Exception as exc:
                 if isinstance(exc, KafkaException) and _fenced(exc):
                     log.warning("partition %d: fenced by a newer owner", self.partition)
-                    self._fail_all(NotOwner(f"partition {self.partition} moved"))
+                    self._fail_all(NotOwner(f"partition {self.partition} moved", self.partition))
                     return
                 log.exception("partition %d: could not take ownership; retrying", self.partition)
                 self._close_producer()
@@ -168,7 +170,7 @@ class PartitionOwner:
             outcome = self._commit(batch)
             if outcome == "fenced":
                 # A newer owner exists: never re-initialize (that would fence it back).
-                self._fail_all(NotOwner(f"partition {self.partition} moved"))
+                self._fail_all(NotOwner(f"partition {self.partition} moved", self.partition))
                 self._close_producer()
                 return
             if outcome == "unknown":
@@ -198,10 +200,10 @@ class PartitionOwner:
         # Caught up = this node's view applied our own barrier in both topics (never
         # trust high watermarks: the test broker reports them wrong).
         refs_at, objects_at = offsets
-        caught_up = self._view.wait_for_blocking(
-            "refs", self.partition, refs_at + 1, 60.0
-        ) and self._view.wait_for_blocking("objects", self.partition, objects_at + 1, 60.0)
-        if not caught_up:
+        if not (
+            self._wait_view("refs", refs_at + 1, 60.0)
+            and self._wait_view("objects", objects_at + 1, 60.0)
+        ):
             raise TimeoutError(f"partition {self.partition}: own barrier not applied")
         seen = self._view.barrier_seen(self.partition, nonce)
         if seen is None:
@@ -209,6 +211,17 @@ class PartitionOwner:
         self.epoch = seen[0]
         self._ready.set()
         log.info("partition %d: owner ready, epoch %d", self.partition, self.epoch)
+
+    def _wait_view(self, role: Role, offset: int, timeout: float) -> bool:
+        """Wait for this node's view, in slices, so a revocation does not wait with us."""
+        deadline = time.monotonic() + timeout
+        while not self._stopping:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            if self._view.wait_for_blocking(role, self.partition, offset, min(0.2, remaining)):
+                return True
+        raise NotOwner(f"partition {self.partition} was revoked while taking over", self.partition)
 
     def _commit(self, batch: list[_Write]) -> str:
         """One transaction for the whole batch: "ok", "unknown" or "fenced"."""
@@ -227,15 +240,31 @@ class PartitionOwner:
         if not accepted:
             return "ok"
         try:
-            self._transact_with_refs(records, accepted)
+            dropped = self._transact_with_refs(records, accepted)
         except Exception as exc:
             log.error("partition %d: transaction failed: %s", self.partition, exc)
             for write in accepted:
                 write.done.set_exception(CommitStateUnknown(f"commit state unknown: {exc}"))
             return "fenced" if isinstance(exc, KafkaException) and _fenced(exc) else "unknown"
-        for write in accepted:
-            write.done.set_result(None)
+        for i, write in enumerate(accepted):
+            if i in dropped:
+                # In the log but made stale by a newer barrier: every view ignores it.
+                write.done.set_exception(
+                    NotOwner(f"partition {self.partition} has a newer owner", self.partition)
+                )
+            else:
+                write.done.set_result(self.consistency_token())
+        if dropped:
+            log.warning(
+                "partition %d: own records were dropped; a newer owner exists", self.partition
+            )
+            return "fenced"
         return "ok"
+
+    def consistency_token(self) -> int:
+        """The refs[p] offset this node's view has applied: a reader that waits for it
+        sees every write acknowledged so far (read-your-writes on any node)."""
+        return self._view.store.offset("refs", self.partition)
 
     def _check(
         self, write: _Write, heads: dict[Any, int | None], tokens: dict[ObjKey, str | None]
@@ -262,14 +291,17 @@ class PartitionOwner:
                 raise RefConditionFailed(f"updateable {obj_key}: token moved")
             tokens[obj_key] = new.token if new is not None else None
 
-    def _transact_with_refs(self, objects: list[Produced], writes: list[_Write]) -> None:
+    def _transact_with_refs(self, objects: list[Produced], writes: list[_Write]) -> set[int]:
+        """Commit one transaction; the indexes of ``writes`` whose records the view dropped."""
         producer = self._require_producer()
         producer.begin_transaction()
         offsets = self._produce_and_flush(producer, objects) if objects else []
         objects_offset = max(offsets) + 1 if offsets else 0
         tail: list[Produced] = []
-        for write in writes:
+        owners: list[int] = []  # tail record -> index of its write
+        for i, write in enumerate(writes):
             if write.ref is not None:
+                owners.append(i)
                 tail.append(
                     self._records.ref(
                         RefRecord(
@@ -283,6 +315,7 @@ class PartitionOwner:
                 )
             if write.updateable is not None:
                 key, expected, new = write.updateable
+                owners.append(i)
                 tail.append(
                     self._records.updateable(UpdateableRecord(key, expected, new, self.epoch))
                 )
@@ -290,12 +323,20 @@ class PartitionOwner:
         producer.commit_transaction(self._config.transaction_timeout_s)
         # Acknowledge only what this node's view has applied (read-your-writes, next CAS).
         roles: tuple[Role, ...] = ("refs", "objects")
+        dropped: set[int] = set()
         for role in roles:
-            offs = [o for o, p in zip(ref_offsets, tail, strict=True) if p.topic == role]
-            if offs and not self._view.wait_for_blocking(
-                role, self.partition, max(offs) + 1, self._config.transaction_timeout_s
+            mine = {
+                o: w for o, p, w in zip(ref_offsets, tail, owners, strict=True) if p.topic == role
+            }
+            if not mine:
+                continue
+            if not self._view.wait_for_blocking(
+                role, self.partition, max(mine) + 1, self._config.transaction_timeout_s
             ):
-                raise TimeoutError(f"view did not apply {role}[{self.partition}]@{max(offs)}")
+                raise TimeoutError(f"view did not apply {role}[{self.partition}]@{max(mine)}")
+            for offset in self._store.dropped_among(role, self.partition, list(mine)):
+                dropped.add(mine[offset])
+        return dropped
 
     def _transact(self, records: list[Produced]) -> list[int]:
         producer = self._require_producer()
@@ -336,7 +377,7 @@ class PartitionOwner:
 
     def _require_producer(self) -> Producer:
         if self._producer is None:
-            raise NotOwner(f"partition {self.partition}: no producer")
+            raise NotOwner(f"partition {self.partition}: no producer", self.partition)
         return self._producer
 
     def _close_producer(self) -> None:

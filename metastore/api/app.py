@@ -10,53 +10,113 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 
+import aiohttp
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
+from metastore.api import internal
 from metastore.api.middlewares import errors
 from metastore.api.routes import setup_routes
-from metastore.api.typedefs import CONFIG, LEASER, METASTORE, STATS
+from metastore.api.routing import route_writes
+from metastore.api.typedefs import (
+    CLUSTER,
+    CONFIG,
+    HTTP_CLIENT,
+    LEASER,
+    METASTORE,
+    ROUTING_STATS,
+    STATS,
+)
 from metastore.cache import ObjectCache
 from metastore.clock import SystemClock
-from metastore.codec import default_codec
+from metastore.cluster.config import ClusterConfig
+from metastore.cluster.node import ClusterNode
+from metastore.cluster.persistence import KafkaPersistence
+from metastore.codec import Codec, default_codec
 from metastore.commits import Committer, EngineLimits
 from metastore.config import ServerConfig
-from metastore.errors import AlreadyExists
+from metastore.consistency import ConsistencyToken
+from metastore.errors import AlreadyExists, NoSuchTenant, NotOwner, ServiceUnavailable
 from metastore.ids import SnowflakeGenerator
 from metastore.index import IndexLimits
 from metastore.lanes import CommitLanes
 from metastore.leases import NodeLeaser
+from metastore.persistence.base import Persistence
 from metastore.persistence.rocksdb import RocksDBPersistence
 from metastore.service import Metastore
 
 log = logging.getLogger(__name__)
 
+ConsistencyHook = Callable[[str, str], ConsistencyToken | None]
+
 
 def create_app(config: ServerConfig) -> web.Application:
-    app = web.Application(middlewares=[errors], client_max_size=config.max_body_bytes)
+    middlewares: list[Middleware] = [errors]
+    if config.cluster_mode:
+        middlewares.append(route_writes)
+    app = web.Application(middlewares=middlewares, client_max_size=config.max_body_bytes)
     app[CONFIG] = config
     app.cleanup_ctx.append(_metastore_ctx)
     setup_routes(app)
+    if config.cluster_mode:
+        app.add_routes(internal.routes)
     return app
+
+
+def cluster_config(config: ServerConfig) -> ClusterConfig:
+    return ClusterConfig(
+        bootstrap=config.kafka,
+        prefix=config.topic_prefix,
+        cluster=config.cluster_id,
+        partitions=config.partitions,
+        session_timeout_ms=config.session_timeout_ms,
+    )
+
+
+async def _open_cluster(
+    app: web.Application, codec: Codec, clock: SystemClock
+) -> tuple[Persistence, ConsistencyHook, ClusterNode]:
+    """Check the topics, catch the view up, join the owners' group (blocking: a thread)."""
+    config = app[CONFIG]
+    node = await asyncio.to_thread(
+        ClusterNode, cluster_config(config), config.data_dir, config.url, codec, clock.now_us
+    )
+    try:
+        await asyncio.to_thread(node.start)
+    except BaseException:
+        await asyncio.to_thread(node.stop)
+        raise
+    app[CLUSTER] = node
+    app[ROUTING_STATS] = {"forwarded": 0, "forward_retries": 0}
+
+    def consistency(tenant: str, catalog: str) -> ConsistencyToken:
+        partition = node.partition_of(tenant, catalog)
+        return ConsistencyToken(partition, node.store.offset("refs", partition))
+
+    return KafkaPersistence(node), consistency, node
 
 
 async def _metastore_ctx(app: web.Application) -> AsyncIterator[None]:
     config = app[CONFIG]
     loop = asyncio.get_running_loop()
     config.data_dir.mkdir(parents=True, exist_ok=True)
-    persistence = await loop.run_in_executor(
-        None, lambda: RocksDBPersistence(config.data_dir / "rocksdb", sync=config.fsync)
-    )
     codec = default_codec()
     clock = SystemClock()
+    persistence: Persistence
+    consistency: ConsistencyHook | None = None
+    node: ClusterNode | None = None
+    if config.cluster_mode:
+        persistence, consistency, node = await _open_cluster(app, codec, clock)
+    else:
+        persistence = await loop.run_in_executor(
+            None, lambda: RocksDBPersistence(config.data_dir / "rocksdb", sync=config.fsync)
+        )
     executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="commit")
-    leaser = NodeLeaser(
-        persistence, codec, clock, f"{socket.gethostname()}:{os.getpid()}", config.lease_seconds
-    )
+    leaser = NodeLeaser(persistence, codec, clock, config.url, config.lease_seconds)
+    client: aiohttp.ClientSession | None = None
     try:
         lease = await loop.run_in_executor(executor, leaser.acquire)
         cache = ObjectCache(config.cache_bytes)
@@ -75,48 +135,104 @@ async def _metastore_ctx(app: web.Application) -> AsyncIterator[None]:
             limits,
         )
         lanes = CommitLanes(committer, executor)
-        metastore = Metastore(persistence, codec, cache, lanes)
+        metastore = Metastore(persistence, codec, cache, lanes, consistency=consistency)
         app[METASTORE] = metastore
         app[LEASER] = leaser
-        app[STATS] = lambda: {
-            "metastore_commits_total": ("counter", "commits acknowledged", lanes.commits),
-            "metastore_commit_batches_total": ("counter", "durable writes", lanes.batches),
-            "metastore_cas_retries_total": (
-                "counter",
-                "lost compare-and-swaps",
-                committer.cas_retries,
-            ),
-            "metastore_cache_hits_total": ("counter", "object cache hits", cache.hits),
-            "metastore_cache_misses_total": ("counter", "object cache misses", cache.misses),
-            "metastore_cache_bytes": ("gauge", "bytes of cached objects", cache.size_bytes),
-        }
-        await _bootstrap(metastore, config)
+        app[STATS] = lambda: _stats(app, lanes, committer, cache)
+        if node is not None:
+            client = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=3 * node.config.transaction_timeout_s + 5)
+            )
+            app[HTTP_CLIENT] = client
+        bootstrap = asyncio.create_task(_bootstrap(metastore, config))
         renewals = asyncio.create_task(_renew(leaser, metastore, executor))
         log.info(
-            "embedded metastore ready: node id %d, data in %s (fsync=%s)",
+            "%s metastore ready: node id %d, data in %s%s",
+            "cluster" if node is not None else "embedded",
             lease.node_id,
             config.data_dir,
-            config.fsync,
+            f", kafka {config.kafka}" if node is not None else f" (fsync={config.fsync})",
         )
         try:
             yield
         finally:
-            renewals.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewals
+            for task in (bootstrap, renewals):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await lanes.close()
+            if isinstance(persistence, KafkaPersistence):
+                # releasing is a courtesy (the lease expires anyway): never wait long for
+                # an owner of the system partition while the cluster is rebalancing
+                persistence.remote_timeout_s = 3.0
             await loop.run_in_executor(executor, leaser.release)
     finally:
+        if client is not None:
+            await client.close()
         executor.shutdown(wait=True)
         persistence.close()
+        if node is not None:
+            await asyncio.to_thread(node.stop)
+
+
+def _stats(
+    app: web.Application, lanes: CommitLanes, committer: Committer, cache: ObjectCache
+) -> dict[str, tuple[str, str, int]]:
+    stats = {
+        "metastore_commits_total": ("counter", "commits acknowledged", lanes.commits),
+        "metastore_commit_batches_total": ("counter", "durable writes", lanes.batches),
+        "metastore_cas_retries_total": ("counter", "lost compare-and-swaps", committer.cas_retries),
+        "metastore_cache_hits_total": ("counter", "object cache hits", cache.hits),
+        "metastore_cache_misses_total": ("counter", "object cache misses", cache.misses),
+        "metastore_cache_bytes": ("gauge", "bytes of cached objects", cache.size_bytes),
+    }
+    node = app.get(CLUSTER)
+    if node is not None:
+        routing = app[ROUTING_STATS]
+        view = node.view.stats
+        stats |= {
+            "metastore_view_records_total": (
+                "counter",
+                "changelog records consumed",
+                view.consumed,
+            ),
+            "metastore_view_dropped_total": (
+                "counter",
+                "changelog records the view dropped (stale epoch or HEAD)",
+                node.store.dropped,
+            ),
+            "metastore_owned_partitions": ("gauge", "partitions this node owns", len(node.owned())),
+            "metastore_forwarded_total": ("counter", "writes forwarded", routing["forwarded"]),
+            "metastore_forward_retries_total": (
+                "counter",
+                "forwards retried (not owner / unreachable)",
+                routing["forward_retries"],
+            ),
+        }
+    return stats
 
 
 async def _bootstrap(metastore: Metastore, config: ServerConfig) -> None:
-    """A fresh node serves a default tenant and catalog, so clients work with no setup."""
-    with contextlib.suppress(AlreadyExists):
-        await metastore.create_tenant(config.default_tenant, {}, "system")
-    with contextlib.suppress(AlreadyExists):
-        await metastore.create_catalog(config.default_tenant, config.default_catalog, {}, "system")
+    """A fresh deployment serves a default tenant and catalog, so clients work with no setup.
+
+    In cluster mode only the owner of their partitions can create them: every node
+    tries, the others get ``NotOwner`` and wait until the view shows them."""
+    delay = 0.1
+    while True:
+        try:
+            with contextlib.suppress(AlreadyExists):
+                await metastore.create_tenant(config.default_tenant, {}, "system")
+            with contextlib.suppress(AlreadyExists):
+                await metastore.create_catalog(
+                    config.default_tenant, config.default_catalog, {}, "system"
+                )
+            return
+        except (NotOwner, NoSuchTenant) as exc:
+            log.debug("bootstrap waits: %s", exc)
+        except ServiceUnavailable as exc:
+            log.info("bootstrap waits: %s", exc)
+        await asyncio.sleep(delay)
+        delay = min(2.0, delay * 2)
 
 
 async def _renew(leaser: NodeLeaser, metastore: Metastore, executor: ThreadPoolExecutor) -> None:

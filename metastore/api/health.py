@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from metastore.api.typedefs import LEASER, METASTORE, STATS
+from metastore.api.typedefs import CLUSTER, LEASER, METASTORE, STATS
 
 routes = web.RouteTableDef()
 
@@ -13,12 +13,21 @@ routes = web.RouteTableDef()
 async def health(request: web.Request) -> web.Response:
     metastore = request.app[METASTORE]
     lease = request.app[LEASER].lease
-    body = {
+    body: dict[str, object] = {
         "status": "ok" if metastore.writable else "degraded",
         "mode": "embedded",
         "writable": metastore.writable,
         "node-id": lease.node_id if lease is not None else None,
     }
+    node = request.app.get(CLUSTER)
+    if node is not None:
+        body |= {
+            "mode": "cluster",
+            "url": node.url,
+            "caught-up": node.caught_up.is_set(),
+            "owned-partitions": node.owned(),
+            "view-dropped": node.store.dropped,
+        }
     return web.json_response(body, status=200 if metastore.writable else 503)
 
 

@@ -8,7 +8,7 @@ import logging
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from metastore.errors import MetastoreError
+from metastore.errors import MetastoreError, NotOwner
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except MetastoreError as exc:
-        if exc.status >= 500:
+        if exc.status >= 500 and not isinstance(exc, NotOwner):  # NotOwner: routine, retried
             log.warning("%s %s -> %d %s", request.method, request.path, exc.status, exc.message)
         return error_response(exc.status, exc.error_type, exc.message)
     except web.HTTPException as exc:

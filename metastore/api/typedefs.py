@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import aiohttp
 from aiohttp import web
 
+from metastore.cluster.node import ClusterNode
 from metastore.config import ServerConfig
 from metastore.leases import NodeLeaser
 from metastore.service import Metastore
@@ -16,3 +18,8 @@ LEASER = web.AppKey("leaser", NodeLeaser)
 
 Stats = Callable[[], dict[str, tuple[str, str, int]]]  # name -> (type, help, value)
 STATS: web.AppKey[Stats] = web.AppKey("stats")
+
+# cluster mode only
+CLUSTER = web.AppKey("cluster", ClusterNode)
+HTTP_CLIENT = web.AppKey("http_client", aiohttp.ClientSession)  # forwarded writes
+ROUTING_STATS: web.AppKey[dict[str, int]] = web.AppKey("routing_stats")

@@ -11,7 +11,7 @@ import itertools
 import json
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -40,6 +40,7 @@ class Reply:
     status: int
     text: str
     body: Any
+    headers: Mapping[str, str] = field(default_factory=dict)
 
     def describe(self) -> str:
         return f"{self.method} {self.path} -> {self.status}: {self.text[:3000]}"
@@ -93,11 +94,12 @@ class Api:
         url = URL(self.base_url + target, encoded=True)
         async with self.session.request(method, url, **kwargs) as response:
             text = await response.text()
+            headers = dict(response.headers)
         try:
             body = json.loads(text) if text else None
         except ValueError:
             body = None
-        return Reply(method, target, response.status, text, body)
+        return Reply(method, target, response.status, text, body, headers)
 
     async def get(self, path: str, **params: str | int) -> Reply:
         return await self.call("GET", path, params=params or None)

@@ -14,10 +14,10 @@ from metastore.cluster.config import ClusterConfig
 from metastore.cluster.records import RecordCodec, partition_for
 from metastore.cluster.view import ViewConsumer, ViewStore, digest
 from metastore.codec import default_codec
-from metastore.errors import CommitStateUnknown, MetastoreError, RefConditionFailed
+from metastore.errors import CommitStateUnknown, MetastoreError, NotOwner, RefConditionFailed
 from metastore.keys import ObjKey, RefKey
 from metastore.persistence.base import Ref, RefUpdate, StoredObject
-from workers.owner import NotOwner, PartitionOwner
+from workers.owner import PartitionOwner
 
 TIMEOUT = 30.0
 
@@ -67,7 +67,7 @@ def _advance(key: RefKey, old: int, new: int) -> tuple[list[StoredObject], RefUp
     return [obj], RefUpdate(key, old, Ref(key, new, 2, (old,)))
 
 
-def _result(future: Future[None]) -> MetastoreError | None:
+def _result(future: Future[int]) -> MetastoreError | None:
     try:
         future.result(TIMEOUT)
     except MetastoreError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -46,6 +47,9 @@ if TYPE_CHECKING:
     from metastore.cluster.view.store import ViewStore
 
 
+RECENT_DROPS = 4096  # per partition and topic: enough for an owner to check its own writes
+
+
 def _p(partition: int) -> bytes:
     return partition.to_bytes(2, "big")
 
@@ -66,6 +70,7 @@ class BatchApply:
             self.pending = {p: list(q) for p, q in store._pending.items() if q}
         self.applied = 0
         self.dropped = 0
+        self.drops: list[tuple[Role, int, int]] = []
         self.waiting_total = 0
         self.touched: set[tuple[Role, int]] = set()
         codec = store._codec
@@ -109,6 +114,10 @@ class BatchApply:
             store._floors = self.floors
             store._pending = self.pending
             store._dropped = dropped
+            for role, partition, offset in self.drops:
+                store._recent_drops.setdefault(
+                    (role, partition), deque(maxlen=RECENT_DROPS)
+                ).append(offset)
         self.waiting_total = sum(len(q) for q in self.pending.values())
 
     # --- objects[p] --------------------------------------------------------------------
@@ -280,6 +289,7 @@ class BatchApply:
 
     def _drop(self, role: Role, partition: int, offset: int, reason: str) -> None:
         self.dropped += 1
+        self.drops.append((role, partition, offset))
         self.store._log_drop(role, partition, offset, reason)
 
     def _check_partition(self, partition: int, raw_key: bytes) -> None:

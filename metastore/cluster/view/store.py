@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -87,6 +88,7 @@ class ViewStore(RocksDBPersistence):
         self._floors: dict[int, int] = {}
         self._pending: dict[int, list[Entry]] = {}
         self._dropped = 0
+        self._recent_drops: dict[tuple[Role, int], deque[int]] = {}  # in memory only
         self._logged: set[tuple[Role, int]] = set()
         self._partition_of: dict[bytes, int] = {}  # encoded (tenant, catalog) -> partition
         try:
@@ -131,6 +133,15 @@ class ViewStore(RocksDBPersistence):
         """Owner announcement per partition, from the latest refs barriers."""
         with self._state:
             return {p: b.barrier for (role, p), b in self._barriers.items() if role == "refs"}
+
+    def dropped_among(self, role: Role, partition: int, offsets: Sequence[int]) -> list[int]:
+        """Which of ``offsets`` (recently applied) this view dropped instead of applying.
+
+        An owner checks its own records with this before acknowledging: a record a
+        newer owner's barrier made stale is in the log but changes nothing."""
+        with self._state:
+            recent = set(self._recent_drops.get((role, partition), ()))
+        return [o for o in offsets if o in recent]
 
     @property
     def dropped(self) -> int:

@@ -1,0 +1,147 @@
+"""Which node owns which partition: a Kafka consumer group over the refs topic (KLIP-18).
+
+The group only decides ownership; it never reads data for it (every assigned
+partition is paused at once, the view consumer reads everything) and never
+commits offsets. Assignment is eager ("range"): a partition is revoked from its
+old member before anyone else is given it, and ``on_revoke`` stops the old
+owner before the rebalance completes, so at most one member believes it owns a
+partition. A member that stops polling (crash, SIGSTOP) is expelled after
+``session.timeout.ms``; it may still believe it owns its partitions, which is
+why ownership is enforced by transactional fencing and epochs, not by the group.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from metastore.cluster.config import ClusterConfig
+
+log = logging.getLogger(__name__)
+
+
+class Membership:
+    """Runs the group's poll loop in a thread; calls back with partition numbers."""
+
+    def __init__(
+        self,
+        config: ClusterConfig,
+        on_assign: Callable[[list[int]], None],
+        on_revoke: Callable[[list[int]], None],
+        poll_timeout: float = 0.2,
+        close_timeout_s: float = 5.0,
+    ) -> None:
+        self._close_timeout_s = close_timeout_s
+        self._config = config
+        self._on_assign = on_assign
+        self._on_revoke = on_revoke
+        self._poll_timeout = poll_timeout
+        self._assigned: frozenset[int] = frozenset()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._consumer: Any = None
+        self._thread = threading.Thread(target=self._run, name="membership", daemon=True)
+        self.rebalances = 0
+
+    @property
+    def group_id(self) -> str:
+        return f"{self._config.cluster}.{self._config.refs_topic}.owners"
+
+    def assigned(self) -> frozenset[int]:
+        with self._lock:
+            return self._assigned
+
+    def owns(self, partition: int) -> bool:
+        return partition in self.assigned()
+
+    def start(self) -> None:
+        self._consumer = Consumer(
+            self._config.consumer(
+                **{
+                    "group.id": self.group_id,
+                    "partition.assignment.strategy": "range",
+                    "session.timeout.ms": self._config.session_timeout_ms,
+                    "heartbeat.interval.ms": max(100, self._config.session_timeout_ms // 6),
+                    # the poll loop never blocks for long: a generous bound, never hit
+                    "max.poll.interval.ms": max(60_000, self._config.session_timeout_ms * 2),
+                }
+            )
+        )
+        self._consumer.subscribe(
+            [self._config.refs_topic],
+            on_assign=self._assign,
+            on_revoke=self._revoke,
+            on_lost=self._revoke,
+        )
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Leave the group: revokes (and so stops) every local owner first."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    # --- the thread ----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        consumer = self._consumer
+        try:
+            while not self._stop.is_set():
+                try:
+                    message = consumer.poll(self._poll_timeout)
+                except KafkaException as exc:
+                    log.warning("group %s: %s", self.group_id, exc)
+                    continue
+                if message is not None and message.error() is not None:
+                    log.debug("group %s: %s", self.group_id, message.error())
+        finally:
+            # Stop the local owners first (no write of ours after this), then leave the
+            # group so the others take over at once instead of after a session timeout.
+            self._revoke(
+                consumer, [TopicPartition(self._config.refs_topic, p) for p in self.assigned()]
+            )
+            self._leave(consumer)
+
+    def _leave(self, consumer: Any) -> None:
+        """``close()`` has no timeout and can wait for a rebalance in progress; bound it.
+        Not leaving is safe: the broker expels us after the session timeout, and a newer
+        owner fences our producers anyway."""
+
+        def close() -> None:
+            try:
+                consumer.close()
+            except (KafkaException, RuntimeError) as exc:
+                log.warning("group %s: close failed: %s", self.group_id, exc)
+
+        closer = threading.Thread(target=close, name="membership-close", daemon=True)
+        closer.start()
+        closer.join(self._close_timeout_s)
+        if closer.is_alive():
+            log.warning(
+                "group %s: leaving took over %.0fs; the broker will expel this member",
+                self.group_id,
+                self._close_timeout_s,
+            )
+
+    def _assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        numbers = sorted(tp.partition for tp in partitions)
+        consumer.assign(partitions)
+        consumer.pause(partitions)  # ownership only: the view consumer reads the data
+        with self._lock:
+            self._assigned = self._assigned | frozenset(numbers)
+            self.rebalances += 1
+        log.info("group %s: assigned partitions %s", self.group_id, numbers)
+        self._on_assign(numbers)
+
+    def _revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        numbers = sorted(tp.partition for tp in partitions)
+        with self._lock:
+            gone = [p for p in numbers if p in self._assigned]
+            self._assigned = self._assigned - frozenset(numbers)
+        if gone:
+            log.info("group %s: revoked partitions %s", self.group_id, gone)
+            self._on_revoke(gone)
