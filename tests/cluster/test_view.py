@@ -264,6 +264,27 @@ def test_aborted_stale_and_conflicting_records_are_dropped(
     assert live.routes()[p].url == "http://node-x/n1"
 
 
+def test_a_compacted_log_replays_and_deleted_refs_stay_deleted(
+    writer: Writer, live: ViewConsumer
+) -> None:
+    """After compaction a ref's first surviving record expects a HEAD whose record is
+    gone; the view applies it. A deletion leaves a marker, so a stale record cannot
+    bring a deleted ref back, and only a re-creation passes it."""
+    store = live.store
+    cat, other = catalog_in(3), catalog_in(3, 1)
+    p = partition_for(TENANT, cat, PARTITIONS)
+    # as compaction leaves it: the records for HEADs 1..41 of `cat` are gone
+    writer.commit(cat, 41, ref(cat, 42, 41), [obj(cat, 42)])
+    writer.commit(other, None, ref(other, 1), [obj(other, 1)])
+    writer.commit(other, 1, None)  # deleted
+    writer.commit(other, 1, ref(other, 2, 1), [obj(other, 2)])  # stale: expects the old HEAD
+    _, last = writer.commit(other, None, ref(other, 3), [obj(other, 3)])  # re-created
+    caught_up(live, "refs", p, last)
+    assert store.get_ref(RefKey(TENANT, cat, "main")) == ref(cat, 42, 41)
+    assert store.get_ref(RefKey(TENANT, other, "main")) == ref(other, 3)
+    assert store.dropped == 1
+
+
 def test_ref_waits_until_its_objects_arrive(tmp_path: Path, config: ClusterConfig) -> None:
     writer = Writer(config, "w-wait")
     cat = catalog_in(3)

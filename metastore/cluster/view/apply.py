@@ -19,6 +19,7 @@ from metastore.cluster.records import (
     partition_for,
 )
 from metastore.cluster.view.model import (
+    DELETED_REF,
     DROPPED,
     EPOCH_FLOOR,
     MALFORMED,
@@ -258,7 +259,15 @@ class BatchApply:
             return
         stored = self._get(raw_key)
         head = None if stored is None else self.store._decode_ref(raw_key, stored).head
-        if head != record.expected_head:
+        marker = DELETED_REF + raw_key[1:]
+        # The first record of a ref the view has never seen applies whatever HEAD it
+        # expects: log compaction removes a ref's older records, so a replay of a
+        # compacted log starts in the middle of the chain. It cannot resurrect a deleted
+        # ref: deletions leave a marker, and only a re-creation (no HEAD expected)
+        # passes it. (Where aborted records are visible, nothing is compacted, and
+        # every HEAD an owner expects was read from an earlier record of this log.)
+        first_seen = stored is None and self._get(marker) is None
+        if head != record.expected_head and not first_seen:
             self._drop(
                 "refs", partition, offset,
                 f"ref {key}: expected HEAD {record.expected_head}, view has {head}",
@@ -266,6 +275,7 @@ class BatchApply:
             return
         new: Ref | None = record.new
         self._put(raw_key, None if new is None else encode_ref(self.store._codec, new))
+        self._put(marker, offset.to_bytes(8, "big") if new is None else None)
         self.applied += 1
 
     # --- helpers -------------------------------------------------------------------------

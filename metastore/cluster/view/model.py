@@ -18,6 +18,7 @@ OBJECTS_BARRIER = b"c"
 EPOCH_FLOOR = b"e"
 DROPPED = b"d" + b"dropped"
 VIEW_MARKER = b"m" + b"view"
+DELETED_REF = b"z"  # + encoded ref key -> offset of the deletion (see apply._ref)
 # What a record that is not ours raises while decoding (fastavro and key parsing).
 MALFORMED = (CorruptRecord, ValueError, EOFError, IndexError, KeyError, TypeError)
 

@@ -11,6 +11,7 @@ partition owner writes, and it writes to Kafka. Next to the data::
     b"e" + partition -> highest updateable epoch read in objects[p] (8 bytes, signed)
     b"d" + b"dropped" -> records dropped so far (8 bytes BE)
     b"m" + b"view"   -> JSON {"prefix", "partitions"}: a view of which topics
+    b"z" + ref key   -> offset of the ref's deletion (a deleted ref is never resurrected)
 
 ``apply`` writes the records of a consumed batch and the new offsets in one
 WriteBatch (STYLE.md 5), so a crash never leaves data and offsets apart. Every
