@@ -20,6 +20,7 @@ from aiohttp import web
 from metastore.api.middlewares import errors
 from metastore.api.routes import setup_routes
 from metastore.api.typedefs import CONFIG, LEASER, METASTORE, STATS
+from metastore.iceberg.setup import setup_iceberg
 from metastore.cache import ObjectCache
 from metastore.clock import SystemClock
 from metastore.codec import default_codec
@@ -41,6 +42,7 @@ def create_app(config: ServerConfig) -> web.Application:
     app[CONFIG] = config
     app.cleanup_ctx.append(_metastore_ctx)
     setup_routes(app)
+    setup_iceberg(app)
     return app
 
 
