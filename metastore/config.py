@@ -37,7 +37,7 @@ class ServerConfig:
     default_tenant: str = "default"
     default_catalog: str = "default"
     log_level: str = "INFO"
-    # Iceberg REST: table files live under <warehouse>/<tenant>/<catalog>/ ("" = <data_dir>/warehouse)
+    # Iceberg REST: table files under <warehouse>/<tenant>/<catalog>/ ("" = <data_dir>/warehouse)
     warehouse: str = ""
     warehouse_io: str = ""  # FileIO properties as JSON, e.g. {"s3.endpoint": ...} (secret)
     auth: str = "auto"  # on | off | auto (off iff bound to loopback)
@@ -123,10 +123,8 @@ class ServerConfig:
 
     def describe(self) -> dict[str, object]:
         secret = ("warehouse_io", "auth_clients")
-        return {
-            f.name: "***" if f.name in secret and getattr(self, f.name) else str(getattr(self, f.name))
-            for f in fields(self)
-        }
+        values = {f.name: str(getattr(self, f.name)) for f in fields(self)}
+        return {k: "***" if k in secret and v else v for k, v in values.items()}
 
 
 def _parse(name: str, type_name: str, raw: str) -> object:

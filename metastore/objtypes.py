@@ -57,7 +57,9 @@ INDEX = ObjType("index", "index", mutable=False, cache=CachePolicy.FOREVER)
 ENTITY = ObjType("entity", "entity", mutable=False, cache=CachePolicy.FOREVER)
 # Pieces of Iceberg table and view metadata (schemas, specs, pages of snapshots, ...),
 # content-addressed and referenced from the entity's attachments (metastore.iceberg.pieces).
-METADATA_PIECE = ObjType("metadata-piece", "metadata_piece", mutable=False, cache=CachePolicy.FOREVER)
+METADATA_PIECE = ObjType(
+    "metadata-piece", "metadata_piece", mutable=False, cache=CachePolicy.FOREVER
+)
 NODE_LEASE = ObjType("node-lease", "node_lease", mutable=True, cache=CachePolicy.NEVER)
 
 

@@ -56,7 +56,7 @@ class CatalogObjects:
         return ObjKey(self.tenant, self.catalog, type_name, obj_id)
 
     def load(self, type_name: str, obj_id: int, decode: Callable[[bytes], T]) -> T | None:
-        """Any immutable object of this catalog, decoded by ``decode`` and cached; None if absent."""
+        """An immutable object of this catalog, decoded by ``decode``, cached; None if absent."""
         value: T | None = self._load(type_name, obj_id, lambda s: decode(s.data))
         return value
 

@@ -20,13 +20,13 @@ from aiohttp import web
 from metastore.api.middlewares import errors
 from metastore.api.routes import setup_routes
 from metastore.api.typedefs import CONFIG, LEASER, METASTORE, STATS
-from metastore.iceberg.setup import setup_iceberg
 from metastore.cache import ObjectCache
 from metastore.clock import SystemClock
 from metastore.codec import default_codec
 from metastore.commits import Committer, EngineLimits
 from metastore.config import ServerConfig
 from metastore.errors import AlreadyExists
+from metastore.iceberg.setup import setup_iceberg
 from metastore.ids import SnowflakeGenerator
 from metastore.index import IndexLimits
 from metastore.lanes import CommitLanes
