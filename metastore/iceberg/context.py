@@ -99,8 +99,8 @@ def parse(model: type[M], value: Any) -> M:
         first = exc.errors()[0]
         where = "/".join(str(p) for p in first.get("loc", ())) or "(body)"
         raise ValidationFailed(f"invalid request at {where}: {first.get('msg')}") from None
-    except (ValueError, TypeError) as exc:
-        raise ValidationFailed(f"invalid request: {exc}") from None
+    except Exception as exc:  # pyiceberg's validators raise what they raise on odd input
+        raise ValidationFailed(f"invalid request: {type(exc).__name__}: {exc}") from None
 
 
 def flag(request: web.Request, name: str) -> bool:

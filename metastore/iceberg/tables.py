@@ -65,7 +65,7 @@ def iceberg_errors() -> Iterator[None]:
         raise CommitConflict(str(exc)) from None
     except (PydanticValidationError, IcebergValidationError) as exc:
         raise ValidationFailed(f"invalid table metadata: {_first_line(exc)}") from None
-    except (ValueError, NotImplementedError, KeyError, TypeError) as exc:
+    except (ValueError, NotImplementedError, LookupError, TypeError, AttributeError) as exc:
         raise BadRequest(f"cannot apply update: {_first_line(exc)}") from None
 
 
