@@ -76,9 +76,11 @@ class Warehouse:
         ToOutputFile.table_metadata(metadata, self.io(location).new_output(location))
 
     def write_json(self, value: object, location: str) -> None:
-        data = json.dumps(value, separators=(",", ":")).encode()
+        self.write_text(json.dumps(value, separators=(",", ":")), location)
+
+    def write_text(self, text: str, location: str) -> None:
         with self.io(location).new_output(location).create(overwrite=False) as out:
-            out.write(data)
+            out.write(text.encode())
 
     def read_table_metadata(self, location: str) -> TableMetadata:
         io = self.io(location)

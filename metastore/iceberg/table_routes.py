@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from aiohttp import web
@@ -28,7 +29,7 @@ from metastore.iceberg.context import (
     named,
     parse,
 )
-from metastore.iceberg.tables import TableChange, iceberg_errors, table_key
+from metastore.iceberg.tables import TEXT, TableChange, iceberg_errors, table_key
 from metastore.keys import Kind
 from metastore.names import check_name
 
@@ -183,6 +184,10 @@ async def commit_table(request: web.Request) -> web.Response:
         assert replayed is not None
         return replayed
     result = results[0]
+    location = json.dumps(result["metadata-location"])
+    if TEXT in result:  # the metadata file's own JSON: not serialized twice
+        text = f'{{"metadata-location":{location},"metadata":{result[TEXT]}}}'
+        return web.Response(text=text, content_type="application/json")
     return json_response(
         {"metadata-location": result["metadata-location"], "metadata": result["metadata"]}
     )

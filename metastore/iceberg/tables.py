@@ -12,6 +12,7 @@ as 409. Several tables in one request are one commit: all change or none does.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -35,7 +36,6 @@ from pyiceberg.table.update import (
     AssignUUIDUpdate,
     TableRequirement,
     TableUpdate,
-    update_table_metadata,
 )
 
 from metastore.changes import Change, CreateEntity, DeleteEntity, UpdateEntity
@@ -44,6 +44,7 @@ from metastore.commits import CommitOutcome, CommitRequest, NewObject
 from metastore.errors import BadRequest, CommitConflict, NoSuchTable, ValidationFailed
 from metastore.iceberg import pieces
 from metastore.iceberg.files import Warehouse
+from metastore.iceberg.updates import ModelCache, ModelKey, apply_updates
 from metastore.keys import EntityKey, Kind
 from metastore.model import Entity
 from metastore.objtypes import METADATA_PIECE
@@ -53,6 +54,7 @@ from metastore.store import MissingObject
 
 log = logging.getLogger(__name__)
 
+TEXT = "metadata-text"  # a result's metadata as JSON text (the file's bytes), for responses
 MAX_REBASES = 20  # redo a request at most this often when other commits move its tables
 
 
@@ -106,6 +108,7 @@ class _Prepared:
     changes: list[Change] = field(default_factory=list)
     objects: dict[int, NewObject] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)  # metadata files written (deleted on failure)
+    models: list[tuple[ModelKey, TableMetadata]] = field(default_factory=list)  # for the cache
     results: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -114,6 +117,7 @@ class Tables:
         self._metastore = metastore
         self._codec = codec
         self.warehouse = warehouse
+        self._models = ModelCache()
 
     # --- reads -------------------------------------------------------------------------
 
@@ -138,6 +142,15 @@ class Tables:
             pieces.TABLE_LAYOUT, entity.attachments, entity.properties, self.loader(tenant, catalog)
         )
         return TableState(entity.key, entity, metadata, location)
+
+    def model_of(self, tenant: str, catalog: str, state: TableState) -> TableMetadata:
+        """The parsed metadata of a table version (cached: a version never changes)."""
+        version = (tenant, catalog, state.entity.entity_id, state.entity.version)
+        model = self._models.get(version)
+        if model is None:
+            model = state.model()
+            self._models.put(version, model)
+        return model
 
     def load(self, tenant: str, catalog: str, key: EntityKey) -> TableState:
         entity = self._metastore.get_entity(tenant, catalog, key)
@@ -251,6 +264,8 @@ class Tables:
             except BaseException:
                 await self._discard(prepared.files)
                 raise
+            for version, model in prepared.models:
+                self._models.put(version, model)
             return prepared.results
         raise AssertionError("unreachable")
 
@@ -272,7 +287,7 @@ class Tables:
         creating = any(isinstance(r, AssertCreate) for r in change.requirements)
         if current is None and not creating:
             raise NoSuchTable(f"table does not exist: {change.key.display()}")
-        base = current.model() if current is not None else None
+        base = self.model_of(tenant, catalog, current) if current is not None else None
         with iceberg_errors():
             for requirement in change.requirements:
                 requirement.validate(base)
@@ -284,12 +299,8 @@ class Tables:
             prepared.results.append(current.result())
             return
         with iceberg_errors():
-            new = update_table_metadata(
-                base_metadata=base if base is not None else _empty_metadata(),
-                updates=change.updates,
-                enforce_validation=base is None,
-                metadata_location=current.metadata_location if current is not None else None,
-            )
+            previous = current.metadata_location if current is not None else None
+            new = apply_updates(base, change.updates, previous, _empty_metadata())
         if not new.location:
             location = self.warehouse.default_location(
                 tenant, catalog, change.key.namespace, change.key.name
@@ -300,9 +311,10 @@ class Tables:
         location = self.warehouse.new_metadata_location(
             new, current.metadata_location if current is not None else None
         )
-        self.warehouse.write_table_metadata(new, location)
+        text = new.model_dump_json()  # the spec's JSON, as pyiceberg writes metadata files
+        self.warehouse.write_text(text, location)
         prepared.files.append(location)
-        self._stage(tenant, catalog, change.key, current, new, location, prepared)
+        self._stage(tenant, catalog, change.key, current, new, location, prepared, text)
 
     def _stage(
         self,
@@ -313,9 +325,11 @@ class Tables:
         new: TableMetadata,
         metadata_location: str,
         prepared: _Prepared,
+        text: str | None = None,
     ) -> None:
         self.warehouse.check_inside(new.location, tenant, catalog, "table location")
-        metadata = new.model_dump(mode="json", by_alias=True, exclude_none=True)
+        text = text if text is not None else new.model_dump_json()
+        metadata = json.loads(text)
         split = pieces.split(
             self._codec,
             pieces.TABLE_LAYOUT,
@@ -340,8 +354,11 @@ class Tables:
         for obj in split.objects:
             prepared.objects[obj.id] = obj
         prepared.results.append(
-            {"metadata-location": metadata_location, "metadata": metadata, "config": {}}
+            {"metadata-location": metadata_location, "metadata": metadata, "config": {}, TEXT: text}
         )
+        if current is not None:
+            version = (tenant, catalog, current.entity.entity_id, current.entity.version + 1)
+            prepared.models.append((version, new))
 
     async def _discard(self, files: Sequence[str]) -> None:
         for location in files:
