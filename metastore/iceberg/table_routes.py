@@ -30,7 +30,7 @@ from metastore.iceberg.context import (
     parse,
 )
 from metastore.iceberg.tables import TEXT, TableChange, iceberg_errors, table_key
-from metastore.keys import Kind
+from metastore.keys import EntityKey, Kind
 from metastore.names import check_name
 
 routes = web.RouteTableDef()
@@ -88,7 +88,7 @@ async def create_table(request: web.Request) -> web.Response:
         dict(body.properties),
     )
     if body.stage_create:
-        call.metastore.get_entity(call.tenant, call.catalog, key.__class__.namespace_key(namespace))
+        call.metastore.get_entity(call.tenant, call.catalog, EntityKey.namespace_key(namespace))
         with iceberg_errors():
             staged = metadata.model_dump(mode="json", by_alias=True, exclude_none=True)
         return json_response({"metadata-location": None, "metadata": staged, "config": {}})
