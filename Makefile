@@ -37,8 +37,9 @@ format: setup ## apply ruff's fixes and formatting
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-bench: setup ## HTTP benchmark of the embedded node (ARGS="--quick" for a smoke run)
+bench: setup ## benchmarks: the embedded node over HTTP, then PyIceberg vs SqlCatalog (ARGS="--quick")
 	$(PY) -m bench.embedded $(ARGS)
+	$(PY) -m bench.iceberg $(ARGS)
 
 clean: ## remove the venv, caches and ./data
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .bench data

@@ -24,6 +24,7 @@ class CreateEntity:
     key: EntityKey
     properties: Mapping[str, str] = field(default_factory=dict)
     location: str | None = None
+    attachments: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,7 @@ class UpdateEntity:
     updates: Mapping[str, str] = field(default_factory=dict)
     removals: tuple[str, ...] = ()
     location: str | None = _UNSET  # _UNSET = keep; None = clear
+    attachments: Mapping[str, int] | None = None  # None = keep; a mapping replaces them all
 
     @property
     def sets_location(self) -> bool:
@@ -74,6 +76,7 @@ def _create(change: CreateEntity, current: Entity | None, ctx: ApplyContext) -> 
         version=1,
         created_at_us=ctx.now_us,
         updated_at_us=ctx.now_us,
+        attachments=MappingProxyType(dict(change.attachments)),
     )
 
 
@@ -91,7 +94,11 @@ def _update(change: UpdateEntity, current: Entity | None, ctx: ApplyContext) -> 
         version=current.version + 1,
         created_at_us=current.created_at_us,
         updated_at_us=ctx.now_us,
-        attachments=current.attachments,
+        attachments=(
+            current.attachments
+            if change.attachments is None
+            else MappingProxyType(dict(change.attachments))
+        ),
     )
 
 

@@ -79,6 +79,20 @@ class RefAction(Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class NewObject:
+    """An immutable object written with a commit (and only if the commit succeeds).
+
+    The caller names its type and id; entities refer to it through their
+    ``attachments``. Its type must be immutable (``objtypes``); the size limit applies.
+    """
+
+    type: str
+    id: int
+    data: bytes
+    value: Any = None  # decoded form, to warm the cache (optional)
+
+
+@dataclass(frozen=True, slots=True)
 class CommitRequest:
     requirements: tuple[Requirement, ...] = ()
     changes: tuple[Change, ...] = ()
@@ -86,6 +100,7 @@ class CommitRequest:
     operation: str = "commit"
     ref_action: RefAction = RefAction.UPDATE
     reset_to: int = 0  # with RefAction.RESET
+    objects: tuple[NewObject, ...] = ()  # stored with the commit, all or nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +165,8 @@ class CommitLogic:
         recorded: list[CommitChange] = []
         for change in request.changes:
             self._apply(change, state, objects, now_us, results, recorded)
+        for new in request.objects:
+            self._stage(objects, new.type, new.id, new.data, new.value, now_us)
         built = index.build(self._limits.index, self._ids.next_id)
         for stripe_id, entries in built.new_stripes:
             self._stage(

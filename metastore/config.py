@@ -7,6 +7,7 @@ of ``describe()``.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -45,6 +46,12 @@ class ServerConfig:
     session_timeout_ms: int = 6000  # owner crash detection
     forward_timeout_s: float = 30.0  # a forwarded write gives up (503) after this
     consistency_wait_s: float = 10.0  # a read given a consistency token waits at most this
+    # Iceberg REST: table files under <warehouse>/<tenant>/<catalog>/ ("" = <data_dir>/warehouse)
+    warehouse: str = ""
+    warehouse_io: str = ""  # FileIO properties as JSON, e.g. {"s3.endpoint": ...} (secret)
+    auth: str = "auto"  # on | off | auto (off iff bound to loopback)
+    auth_clients: str = ""  # "id:secret,id2:secret2", stored hashed at startup (secret)
+    token_ttl_seconds: int = 3600
 
     def __post_init__(self) -> None:
         positive = (
@@ -87,6 +94,40 @@ class ServerConfig:
     def url(self) -> str:
         """How other nodes reach this one (forwarded writes)."""
         return self.advertised_url.rstrip("/") or f"http://{self.host}:{self.port}"
+        if self.auth not in ("on", "off", "auto"):
+            raise ValueError("auth must be on, off or auto")
+        if self.token_ttl_seconds <= 0:
+            raise ValueError("token_ttl_seconds must be positive")
+        if self.warehouse_io:
+            try:
+                io = json.loads(self.warehouse_io)
+            except ValueError:
+                io = None
+            if not isinstance(io, dict) or not all(isinstance(v, str) for v in io.values()):
+                raise ValueError("warehouse_io must be a JSON object of strings")
+        for pair in filter(None, self.auth_clients.split(",")):
+            if ":" not in pair or not pair.split(":", 1)[0] or not pair.split(":", 1)[1]:
+                raise ValueError("auth_clients must be id:secret pairs separated by commas")
+
+    @property
+    def warehouse_root(self) -> str:
+        return self.warehouse or self.data_dir.resolve().joinpath("warehouse").as_uri()
+
+    @property
+    def warehouse_properties(self) -> dict[str, str]:
+        value: dict[str, str] = json.loads(self.warehouse_io) if self.warehouse_io else {}
+        return value
+
+    @property
+    def auth_enabled(self) -> bool:
+        if self.auth == "auto":
+            return self.host not in ("127.0.0.1", "localhost", "::1")
+        return self.auth == "on"
+
+    @property
+    def clients(self) -> dict[str, str]:
+        pairs = (p.split(":", 1) for p in self.auth_clients.split(",") if p)
+        return {client: secret for client, secret in pairs}
 
     @property
     def max_page_size(self) -> int:
@@ -109,7 +150,9 @@ class ServerConfig:
         return cls(**values)  # type: ignore[arg-type]
 
     def describe(self) -> dict[str, object]:
-        return {f.name: str(getattr(self, f.name)) for f in fields(self)}
+        secret = ("warehouse_io", "auth_clients")
+        values = {f.name: str(getattr(self, f.name)) for f in fields(self)}
+        return {k: "***" if k in secret and v else v for k, v in values.items()}
 
 
 def _parse(name: str, type_name: str, raw: str) -> object:

@@ -55,11 +55,16 @@ class TypeRegistry:
 COMMIT = ObjType("commit", "commit", mutable=False, cache=CachePolicy.FOREVER)
 INDEX = ObjType("index", "index", mutable=False, cache=CachePolicy.FOREVER)
 ENTITY = ObjType("entity", "entity", mutable=False, cache=CachePolicy.FOREVER)
+# Pieces of Iceberg table and view metadata (schemas, specs, pages of snapshots, ...),
+# content-addressed and referenced from the entity's attachments (metastore.iceberg.pieces).
+METADATA_PIECE = ObjType(
+    "metadata-piece", "metadata_piece", mutable=False, cache=CachePolicy.FOREVER
+)
 NODE_LEASE = ObjType("node-lease", "node_lease", mutable=True, cache=CachePolicy.NEVER)
 
 
 def default_registry() -> TypeRegistry:
     registry = TypeRegistry()
-    for obj_type in (COMMIT, INDEX, ENTITY, NODE_LEASE):
+    for obj_type in (COMMIT, INDEX, ENTITY, METADATA_PIECE, NODE_LEASE):
         registry.register(obj_type)
     return registry

@@ -8,7 +8,7 @@ read what the earlier ones produced before anything reaches the backend.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from metastore.cache import ObjectCache
@@ -54,6 +54,11 @@ class CatalogObjects:
 
     def key(self, type_name: str, obj_id: int) -> ObjKey:
         return ObjKey(self.tenant, self.catalog, type_name, obj_id)
+
+    def load(self, type_name: str, obj_id: int, decode: Callable[[bytes], T]) -> T | None:
+        """An immutable object of this catalog, decoded by ``decode``, cached; None if absent."""
+        value: T | None = self._load(type_name, obj_id, lambda s: decode(s.data))
+        return value
 
     def _load(self, type_name: str, obj_id: int, decode: Any) -> Any:
         key = self.key(type_name, obj_id)
@@ -101,7 +106,8 @@ class CatalogObjects:
     def remember(self, written: Sequence[tuple[StoredObject, Any]]) -> None:
         """Warm the cache with objects just written (they are immutable)."""
         for stored, value in written:
-            self._cache.put(stored.key, value, len(stored.data))
+            if value is not None:
+                self._cache.put(stored.key, value, len(stored.data))
 
 
 class StagedObjects:

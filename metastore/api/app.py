@@ -12,12 +12,14 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import aiohttp
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from metastore.api import internal
+from metastore.api.bootstrap import bootstrapping
 from metastore.api.middlewares import errors
 from metastore.api.routes import setup_routes
 from metastore.api.routing import route_writes
@@ -39,7 +41,8 @@ from metastore.codec import Codec, default_codec
 from metastore.commits import Committer, EngineLimits
 from metastore.config import ServerConfig
 from metastore.consistency import ConsistencyToken
-from metastore.errors import AlreadyExists, NoSuchTenant, NotOwner, ServiceUnavailable
+from metastore.errors import AlreadyExists
+from metastore.iceberg.setup import setup_iceberg
 from metastore.ids import SnowflakeGenerator
 from metastore.index import IndexLimits
 from metastore.lanes import CommitLanes
@@ -63,6 +66,7 @@ def create_app(config: ServerConfig) -> web.Application:
     setup_routes(app)
     if config.cluster_mode:
         app.add_routes(internal.routes)
+    setup_iceberg(app)
     return app
 
 
@@ -144,22 +148,23 @@ async def _metastore_ctx(app: web.Application) -> AsyncIterator[None]:
                 timeout=aiohttp.ClientTimeout(total=3 * node.config.transaction_timeout_s + 5)
             )
             app[HTTP_CLIENT] = client
-        bootstrap = asyncio.create_task(_bootstrap(metastore, config))
         renewals = asyncio.create_task(_renew(leaser, metastore, executor))
-        log.info(
-            "%s metastore ready: node id %d, data in %s%s",
-            "cluster" if node is not None else "embedded",
-            lease.node_id,
-            config.data_dir,
-            f", kafka {config.kafka}" if node is not None else f" (fsync={config.fsync})",
-        )
         try:
-            yield
+            async with bootstrapping(
+                partial(_bootstrap, metastore, config), "defaults", background=node is not None
+            ):
+                log.info(
+                    "%s metastore ready: node id %d, data in %s%s",
+                    "cluster" if node is not None else "embedded",
+                    lease.node_id,
+                    config.data_dir,
+                    f", kafka {config.kafka}" if node is not None else f" (fsync={config.fsync})",
+                )
+                yield
         finally:
-            for task in (bootstrap, renewals):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            renewals.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewals
             await lanes.close()
             if isinstance(persistence, KafkaPersistence):
                 # releasing is a courtesy (the lease expires anyway): never wait long for
@@ -213,26 +218,11 @@ def _stats(
 
 
 async def _bootstrap(metastore: Metastore, config: ServerConfig) -> None:
-    """A fresh deployment serves a default tenant and catalog, so clients work with no setup.
-
-    In cluster mode only the owner of their partitions can create them: every node
-    tries, the others get ``NotOwner`` and wait until the view shows them."""
-    delay = 0.1
-    while True:
-        try:
-            with contextlib.suppress(AlreadyExists):
-                await metastore.create_tenant(config.default_tenant, {}, "system")
-            with contextlib.suppress(AlreadyExists):
-                await metastore.create_catalog(
-                    config.default_tenant, config.default_catalog, {}, "system"
-                )
-            return
-        except (NotOwner, NoSuchTenant) as exc:
-            log.debug("bootstrap waits: %s", exc)
-        except ServiceUnavailable as exc:
-            log.info("bootstrap waits: %s", exc)
-        await asyncio.sleep(delay)
-        delay = min(2.0, delay * 2)
+    """A fresh deployment serves a default tenant and catalog, so clients need no setup."""
+    with contextlib.suppress(AlreadyExists):
+        await metastore.create_tenant(config.default_tenant, {}, "system")
+    with contextlib.suppress(AlreadyExists):
+        await metastore.create_catalog(config.default_tenant, config.default_catalog, {}, "system")
 
 
 async def _renew(leaser: NodeLeaser, metastore: Metastore, executor: ThreadPoolExecutor) -> None:

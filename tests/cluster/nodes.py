@@ -23,8 +23,15 @@ START_TIMEOUT = 120.0
 
 class Cluster:
     def __init__(
-        self, bootstrap: str, prefix: str, root: Path, size: int = 3, partitions: int = 12
+        self,
+        bootstrap: str,
+        prefix: str,
+        root: Path,
+        size: int = 3,
+        partitions: int = 12,
+        env: dict[str, str] | None = None,
     ) -> None:
+        self.env = env
         self.config = ClusterConfig(bootstrap, prefix=prefix, cluster=prefix, partitions=partitions)
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
@@ -41,6 +48,7 @@ class Cluster:
             self.root / f"node{i}" / "data",
             port=port,
             extra_args=args,
+            env=self.env,
             log_path=self.root / f"node{i}.log",
         )
 

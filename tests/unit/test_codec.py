@@ -49,6 +49,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
     },
     "entity": {**ENTITY_V1, "location": None, "attachments": {"schema": 42, "snapshots": 43}},
     "index": INDEX,
+    "metadata_piece": {"kind": "schema", "json": '{"type": "struct", "fields": []}'},
     "node_lease": {"node_id": 1023, "holder": "host-1:4242", "leased_until_us": 2**62},
     "ref": {"head": 99, "created_at_us": 5, "recent": [98, 97, 96]},
     "changelog_object": {
@@ -82,6 +83,7 @@ def test_shipped_schemas(codec: Codec) -> None:
         "commit": 1,
         "entity": 2,
         "index": 1,
+        "metadata_piece": 1,
         "node_lease": 1,
         "ref": 1,
         "changelog_object": 1,

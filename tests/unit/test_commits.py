@@ -528,3 +528,58 @@ def test_failed_write_is_commit_state_unknown_for_the_successful_requests(
     # The engine keeps working after the fault.
     db.committer.commit(MAIN, create_request(table_key(DB, "a")))
     assert lookup(db, table_key(DB, "a")) is not None
+
+
+# --- extra objects and attachments (used by the Iceberg layer) -------------------------
+
+
+def test_extra_objects_are_written_with_the_commit_and_only_then(db: Node) -> None:
+    from metastore.commits import NewObject
+    from metastore.objtypes import METADATA_PIECE
+
+    piece = NewObject(METADATA_PIECE.name, 1 << 62 | 7, b"\x01piece")
+    key = table_key(DB, "t")
+    outcome = node_commit(
+        db, CommitRequest(changes=(CreateEntity(key, attachments={"core": piece.id}),),
+                          objects=(piece,))
+    )  # fmt: skip
+    assert outcome.entities[key] is not None
+    assert dict(outcome.entities[key].attachments) == {"core": piece.id}
+    stored = ObjKey("t1", "c1", METADATA_PIECE.name, piece.id)
+    assert stored in stored_keys(db.persistence)
+    assert db.objects().load(METADATA_PIECE.name, piece.id, bytes) == b"\x01piece"
+
+    ref, before = db.persistence.get_ref(MAIN), stored_keys(db.persistence)
+    other = NewObject(METADATA_PIECE.name, 1 << 62 | 8, b"\x01other")
+    failing = CommitRequest(changes=(CreateEntity(key),), objects=(other,))  # exists already
+    with pytest.raises(AlreadyExists):
+        node_commit(db, failing)
+    assert_nothing_written(db, ref, before)
+    assert db.objects().load(METADATA_PIECE.name, other.id, bytes) is None
+
+
+def test_update_keeps_or_replaces_attachments(db: Node) -> None:
+    key = table_key(DB, "t")
+    node_commit(db, CommitRequest(changes=(CreateEntity(key, attachments={"a": 1}),)))
+    node_commit(db, CommitRequest(changes=(UpdateEntity(key, {"p": "1"}),)))
+    entity = lookup(db, key)
+    assert entity is not None and dict(entity.attachments) == {"a": 1}
+    node_commit(db, CommitRequest(changes=(UpdateEntity(key, attachments={"b": 2}),)))
+    node_commit(db, CommitRequest(changes=(RenameEntity(key, table_key(DB, "u")),)))
+    renamed = lookup(db, table_key(DB, "u"))
+    assert renamed is not None and dict(renamed.attachments) == {"b": 2}
+    assert renamed.properties == {"p": "1"}
+
+
+def test_oversized_extra_object_is_refused(db: Node) -> None:
+    from metastore.commits import NewObject
+
+    huge = NewObject("metadata-piece", 1 << 62 | 9, b"x" * (2 << 20))
+    ref = db.persistence.get_ref(MAIN)
+    with pytest.raises(ValidationFailed):
+        node_commit(db, CommitRequest(changes=(CreateEntity(table_key(DB, "t")),), objects=(huge,)))
+    assert db.persistence.get_ref(MAIN) == ref
+
+
+def node_commit(node: Node, request: CommitRequest) -> CommitOutcome:
+    return node.committer.commit(MAIN, request)

@@ -1,0 +1,204 @@
+"""Iceberg REST: configuration, OAuth2 tokens, namespaces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from metastore.api import params
+from metastore.api.typedefs import CONFIG, METASTORE
+from metastore.api.validation import read_json
+from metastore.changes import CreateEntity, DeleteEntity, UpdateEntity
+from metastore.commits import CommitRequest
+from metastore.errors import AlreadyExists, BadRequest, CommitConflict, NotFound, Unauthorized
+from metastore.iceberg.context import ICEBERG, PREFIX, Call, json_response
+from metastore.iceberg.tables import MAX_REBASES
+from metastore.keys import EntityKey, Kind
+from metastore.names import check_namespace, check_system_name
+from metastore.requirements import AssertVersion
+
+routes = web.RouteTableDef()
+
+NAMESPACES = PREFIX + "/namespaces"
+NAMESPACE = NAMESPACES + "/{namespace}"
+
+ENDPOINTS = [
+    "GET /v1/{prefix}/namespaces",
+    "POST /v1/{prefix}/namespaces",
+    "GET /v1/{prefix}/namespaces/{namespace}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}",
+    "POST /v1/{prefix}/namespaces/{namespace}/properties",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces/{namespace}/register",
+    "POST /v1/{prefix}/tables/rename",
+    "POST /v1/{prefix}/transactions/commit",
+    "GET /v1/{prefix}/namespaces/{namespace}/views",
+    "POST /v1/{prefix}/namespaces/{namespace}/views",
+    "GET /v1/{prefix}/namespaces/{namespace}/views/{view}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}/views/{view}",
+    "POST /v1/{prefix}/namespaces/{namespace}/views/{view}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/views/{view}",
+    "POST /v1/{prefix}/views/rename",
+]
+
+
+@routes.get("/v1/config")
+async def get_config(request: web.Request) -> web.Response:
+    config = request.app[CONFIG]
+    catalog = request.query.get("warehouse") or config.default_catalog
+    check_system_name("warehouse (catalog)", catalog)
+    request.app[METASTORE].get_ref(config.default_tenant, catalog)
+    return json_response(
+        {
+            "defaults": {},
+            "overrides": {"prefix": catalog},
+            "endpoints": ENDPOINTS,
+            "idempotency-key-lifetime": "PT30M",
+        }
+    )
+
+
+@routes.post("/v1/oauth/tokens")
+async def get_token(request: web.Request) -> web.Response:
+    form = await request.post()
+    if form.get("grant_type") != "client_credentials":
+        return _oauth_error(400, "unsupported_grant_type", "only client_credentials is supported")
+    client_id, secret = form.get("client_id"), form.get("client_secret")
+    if not isinstance(client_id, str) or not isinstance(secret, str) or not client_id:
+        return _oauth_error(400, "invalid_request", "client_id and client_secret are required")
+    try:
+        token, ttl = request.app[ICEBERG].auth.issue(client_id, secret)
+    except Unauthorized as exc:
+        return _oauth_error(401, "invalid_client", exc.message)
+    return json_response(
+        {
+            "access_token": token,
+            "token_type": "bearer",
+            "expires_in": ttl,
+            "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+        }
+    )
+
+
+def _oauth_error(status: int, error: str, description: str) -> web.Response:
+    return json_response({"error": error, "error_description": description}, status)
+
+
+# --- namespaces -------------------------------------------------------------------------
+
+
+def _ns_key(request: web.Request) -> EntityKey:
+    return EntityKey.namespace_key(params.namespace(request))
+
+
+@routes.get(NAMESPACES)
+async def list_namespaces(request: web.Request) -> web.Response:
+    call = Call.of(request)
+    token, size = params.page(request)
+    page = call.metastore.list_entities(
+        call.tenant, call.catalog, params.parent(request), Kind.NAMESPACE, token, size
+    )
+    return json_response(
+        {"namespaces": [list(e.path) for e in page.items], "next-page-token": page.next_token}
+    )
+
+
+@routes.post(NAMESPACES)
+async def create_namespace(request: web.Request) -> web.Response:
+    call = Call.of(request)
+    if (replayed := call.idempotency.replay()) is not None:
+        return replayed
+    body = await read_json(request, "iceberg_create_namespace")
+    key = EntityKey.namespace_key(check_namespace(body["namespace"]))
+    result = {"namespace": list(key.path), "properties": body.get("properties", {})}
+    change = CreateEntity(key, body.get("properties", {}))
+    request_ = CommitRequest(
+        (), (change, *call.idempotency.record(200, result)), call.principal, "create namespace"
+    )
+    try:
+        await call.metastore.commit(call.tenant, call.catalog, request_)
+    except AlreadyExists:
+        if (replayed := call.idempotency.replay()) is not None:
+            return replayed
+        raise
+    return json_response(result)
+
+
+@routes.get(NAMESPACE, allow_head=False)
+async def load_namespace(request: web.Request) -> web.Response:
+    call = Call.of(request)
+    entity = call.metastore.get_entity(call.tenant, call.catalog, _ns_key(request))
+    return json_response({"namespace": list(entity.path), "properties": dict(entity.properties)})
+
+
+@routes.head(NAMESPACE)
+async def namespace_exists(request: web.Request) -> web.Response:
+    call = Call.of(request)
+    call.metastore.get_entity(call.tenant, call.catalog, _ns_key(request))
+    return web.Response(status=204)
+
+
+@routes.delete(NAMESPACE)
+async def drop_namespace(request: web.Request) -> web.Response:
+    call = Call.of(request)
+    if (replayed := call.idempotency.replay()) is not None:
+        return replayed
+    changes = (DeleteEntity(_ns_key(request)), *call.idempotency.record(204))
+    try:
+        await call.metastore.commit(
+            call.tenant, call.catalog, CommitRequest((), changes, call.principal, "drop namespace")
+        )
+    except (AlreadyExists, NotFound):
+        if (replayed := call.idempotency.replay()) is not None:
+            return replayed
+        raise
+    return web.Response(status=204)
+
+
+@routes.post(NAMESPACE + "/properties")
+async def update_namespace(request: web.Request) -> web.Response:
+    call = Call.of(request)
+    if (replayed := call.idempotency.replay()) is not None:
+        return replayed
+    key = _ns_key(request)
+    body = await read_json(request, "iceberg_update_namespace")
+    updates: dict[str, str] = body.get("updates", {})
+    removals: list[str] = body.get("removals", [])
+    if set(updates) & set(removals):
+        raise BadRequest(f"keys both updated and removed: {sorted(set(updates) & set(removals))}")
+    for attempt in range(MAX_REBASES):
+        entity = call.metastore.get_entity(call.tenant, call.catalog, key)
+        result: dict[str, Any] = {
+            "updated": sorted(updates),
+            "removed": sorted(k for k in set(removals) if k in entity.properties),
+            "missing": sorted(k for k in set(removals) if k not in entity.properties),
+        }
+        changes = (
+            UpdateEntity(key, updates, tuple(removals)),
+            *call.idempotency.record(200, result),
+        )
+        commit = CommitRequest(
+            (AssertVersion(key, entity.version),),
+            changes,
+            call.principal,
+            "update namespace properties",
+        )
+        try:
+            await call.metastore.commit(call.tenant, call.catalog, commit)
+        except CommitConflict:
+            if attempt + 1 == MAX_REBASES:
+                raise
+            continue
+        except AlreadyExists:
+            if (replayed := call.idempotency.replay()) is not None:
+                return replayed
+            raise
+        return json_response(result)
+    raise AssertionError("unreachable")

@@ -1,0 +1,116 @@
+"""The Iceberg layer's shared state (one typed ``AppKey``) and request helpers."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from aiohttp import web
+from pydantic import BaseModel
+from pydantic import ValidationError as PydanticValidationError
+
+from metastore.api import params
+from metastore.api.typedefs import CONFIG, METASTORE
+from metastore.api.validation import read_json
+from metastore.errors import BadRequest, ValidationFailed
+from metastore.iceberg.auth import Authenticator
+from metastore.iceberg.files import Warehouse
+from metastore.iceberg.idempotency import Idempotency
+from metastore.iceberg.tables import Tables
+from metastore.iceberg.views import Views
+from metastore.keys import EntityKey, Kind
+from metastore.names import check_name, check_namespace, check_system_name
+from metastore.service import Metastore
+
+M = TypeVar("M", bound=BaseModel)
+PREFIX = "/v1/{prefix}"
+PRINCIPAL = "principal"  # request-scoped: set by the auth middleware
+
+
+@dataclass(frozen=True, slots=True)
+class Iceberg:
+    tables: Tables
+    views: Views
+    warehouse: Warehouse
+    auth: Authenticator
+
+
+ICEBERG = web.AppKey("iceberg", Iceberg)
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """What every Iceberg handler needs: the services, the catalog, the caller."""
+
+    metastore: Metastore
+    iceberg: Iceberg
+    tenant: str
+    catalog: str
+    principal: str
+    idempotency: Idempotency
+
+    @classmethod
+    def of(cls, request: web.Request) -> Call:
+        app = request.app
+        tenant = app[CONFIG].default_tenant
+        catalog = check_system_name("catalog", request.match_info["prefix"])
+        metastore, iceberg = app[METASTORE], app[ICEBERG]
+        metastore.get_ref(tenant, catalog)  # 404 for an unknown prefix
+        idempotency = Idempotency.of(request, metastore, iceberg.warehouse, tenant, catalog)
+        return cls(metastore, iceberg, tenant, catalog, principal_of(request), idempotency)
+
+
+def principal_of(request: web.Request) -> str:
+    return str(request.get(PRINCIPAL, "anonymous"))
+
+
+def namespace(request: web.Request) -> tuple[str, ...]:
+    return params.namespace(request)
+
+
+def named(request: web.Request, kind: Kind, part: str) -> EntityKey:
+    return EntityKey(kind, namespace(request), check_name(kind.label, request.match_info[part]))
+
+
+def identifier(value: Any, kind: Kind) -> EntityKey:
+    """``{"namespace": [...], "name": ...}`` -> EntityKey (400 on anything else)."""
+    if not isinstance(value, dict) or set(value) - {"namespace", "name"}:
+        raise BadRequest(f"a {kind.label} identifier is {{namespace: [...], name: ...}}")
+    levels = value.get("namespace")
+    if not isinstance(levels, list) or not levels:
+        raise BadRequest(f"a {kind.label} identifier needs a namespace")
+    name = value.get("name")
+    if not isinstance(name, str):
+        raise BadRequest(f"a {kind.label} identifier needs a name")
+    return EntityKey(kind, check_namespace(levels), check_name(kind.label, name))
+
+
+async def body_as(request: web.Request, schema: str, model: type[M]) -> tuple[dict[str, Any], M]:
+    """Strict JSON, checked against ``schemas/api/<schema>.json``, then parsed as ``model``."""
+    body = await read_json(request, schema)
+    return body, parse(model, body)
+
+
+def parse(model: type[M], value: Any) -> M:
+    try:
+        return model.model_validate(value)
+    except PydanticValidationError as exc:
+        first = exc.errors()[0]
+        where = "/".join(str(p) for p in first.get("loc", ())) or "(body)"
+        raise ValidationFailed(f"invalid request at {where}: {first.get('msg')}") from None
+    except Exception as exc:  # pyiceberg's validators raise what they raise on odd input
+        raise ValidationFailed(f"invalid request: {type(exc).__name__}: {exc}") from None
+
+
+def flag(request: web.Request, name: str) -> bool:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return False
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    raise BadRequest(f"query parameter {name} must be true or false, got {raw!r}")
+
+
+def json_response(body: Any, status: int = 200) -> web.Response:
+    return web.json_response(body, status=status, dumps=lambda v: json.dumps(v))

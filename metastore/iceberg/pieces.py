@@ -1,0 +1,184 @@
+"""Iceberg table and view metadata stored as separate immutable objects.
+
+A table's metadata (the spec's JSON) is split into pieces, each one object of
+type ``metadata-piece`` referenced from the entity's ``attachments``:
+
+- ``core``: the scalar fields (uuid, location, current ids, refs, statistics, the
+  metadata location) plus, for every keyed or log field, its shape;
+- keyed fields, one object per item: ``schema/<id>``, ``spec/<id>``,
+  ``sort-order/<id>`` (Iceberg never changes what an id denotes);
+- logs, as pages (``snapshots``, ``snapshot-log``, ``metadata-log``; for views
+  ``versions`` and ``version-log``): full pages of ``PAGE_ITEMS`` items are frozen
+  and linked by ``prev``; only the head page is rewritten when items are appended.
+
+Table properties live in the entity's own ``properties``. Objects are
+content-addressed (the id is a hash of the bytes), so an unchanged piece keeps
+its id and is not written again: a commit writes the core, the head page of each
+log it extends and the items it adds, whatever the length of the table's history.
+Removing items from a log (expiring snapshots) rewrites that log's pages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from metastore.codec import Codec
+from metastore.commits import NewObject
+from metastore.objtypes import METADATA_PIECE
+from metastore.store import MissingObject
+
+PAGE_ITEMS = 32
+CORE = "core"
+METADATA_LOCATION = "x-metadata-location"  # server-owned, in the core piece only
+
+Json = dict[str, Any]
+Loader = Callable[[int], Any]  # object id -> decoded JSON value (cached; never mutate it)
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    keyed: Mapping[str, tuple[str, str]]  # field -> (attachment prefix, id field of an item)
+    logs: tuple[str, ...]  # fields stored as pages
+
+    @property
+    def split_fields(self) -> frozenset[str]:
+        return frozenset((*self.keyed, *self.logs, "properties"))
+
+
+TABLE_LAYOUT = Layout(
+    keyed={
+        "schemas": ("schema", "schema-id"),
+        "partition-specs": ("spec", "spec-id"),
+        "sort-orders": ("sort-order", "order-id"),
+    },
+    logs=("snapshots", "snapshot-log", "metadata-log"),
+)
+VIEW_LAYOUT = Layout(keyed={"schemas": ("schema", "schema-id")}, logs=("versions", "version-log"))
+
+
+def piece_id(data: bytes) -> int:
+    """Content address: 62 hash bits under a set top bit (never a reserved low snowflake)."""
+    digest = int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+    return (digest >> 2) | (1 << 62)
+
+
+def encode_piece(codec: Codec, kind: str, value: Any) -> NewObject:
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    data = codec.encode(METADATA_PIECE.schema, {"kind": kind, "json": text})
+    return NewObject(METADATA_PIECE.name, piece_id(data), data, value)
+
+
+def decode_piece(codec: Codec, data: bytes) -> Any:
+    return json.loads(codec.decode(METADATA_PIECE.schema, data)["json"])
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    attachments: dict[str, int]
+    objects: tuple[NewObject, ...]  # only those not already referenced by the old attachments
+
+
+def split(
+    codec: Codec,
+    layout: Layout,
+    metadata: Json,
+    metadata_location: str | None,
+    old_attachments: Mapping[str, int],
+    old_metadata: Json | None,
+    load: Loader,
+) -> Split:
+    """Pieces of ``metadata`` (the spec's JSON), reusing what ``old_metadata`` already stored."""
+    known = set(old_attachments.values())
+    attachments: dict[str, int] = {}
+    written: dict[int, NewObject] = {}
+
+    def put(name: str, obj: NewObject) -> None:
+        attachments[name] = obj.id
+        if obj.id not in known:
+            written[obj.id] = obj
+
+    core = {k: v for k, v in metadata.items() if k not in layout.split_fields}
+    core[METADATA_LOCATION] = metadata_location
+    for name, (prefix, id_field) in layout.keyed.items():
+        if name not in metadata:
+            continue
+        ids = []
+        for item in metadata[name]:
+            ids.append(item[id_field])
+            put(f"{prefix}/{item[id_field]}", encode_piece(codec, prefix, item))
+        core[name] = ids
+    for name in layout.logs:
+        if name not in metadata:
+            continue
+        items: list[Any] = metadata[name]
+        core[name] = len(items)
+        old_items = old_metadata.get(name) if old_metadata is not None else None
+        head_id = old_attachments.get(name)
+        if old_items is not None and head_id is not None and _extends(items, old_items):
+            head = load(head_id)
+            start = list(head["items"]) + items[len(old_items) :]
+            if len(start) == len(head["items"]):
+                attachments[name] = head_id
+                continue
+            prev = head["prev"]
+        else:
+            start, prev = list(items), 0
+        if not start:
+            continue
+        while len(start) > PAGE_ITEMS:
+            page = encode_piece(codec, "page", {"prev": prev, "items": start[:PAGE_ITEMS]})
+            if page.id not in known:
+                written[page.id] = page
+            prev, start = page.id, start[PAGE_ITEMS:]
+        put(name, encode_piece(codec, "page", {"prev": prev, "items": start}))
+    put(CORE, encode_piece(codec, CORE, core))
+    return Split(attachments, tuple(written.values()))
+
+
+def _extends(items: Sequence[Any], old: Sequence[Any]) -> bool:
+    return len(items) >= len(old) and (not old or list(items[: len(old)]) == list(old))
+
+
+def assemble(
+    layout: Layout, attachments: Mapping[str, int], properties: Mapping[str, str], load: Loader
+) -> tuple[Json, str | None]:
+    """The spec's JSON of the metadata the pieces hold, and its metadata file's location."""
+    core = load(_need(attachments, CORE))
+    metadata: Json = {}
+    for key, value in core.items():
+        if key == METADATA_LOCATION:
+            continue
+        if key in layout.keyed:
+            prefix = layout.keyed[key][0]
+            metadata[key] = [load(_need(attachments, f"{prefix}/{i}")) for i in value]
+        elif key in layout.logs:
+            metadata[key] = _read_log(attachments.get(key), value, load)
+        else:
+            metadata[key] = value
+    metadata["properties"] = dict(properties)
+    return metadata, core.get(METADATA_LOCATION)
+
+
+def _read_log(head_id: int | None, count: int, load: Loader) -> list[Any]:
+    pages: list[Sequence[Any]] = []
+    page_id = head_id or 0
+    total = 0
+    while page_id:
+        page = load(page_id)
+        pages.append(page["items"])
+        total += len(page["items"])
+        page_id = page["prev"]
+    if total != count:
+        raise MissingObject(f"metadata log has {total} items, expected {count}")
+    return [item for items in reversed(pages) for item in items]
+
+
+def _need(attachments: Mapping[str, int], name: str) -> int:
+    try:
+        return attachments[name]
+    except KeyError:
+        raise MissingObject(f"metadata piece {name!r} is not attached") from None

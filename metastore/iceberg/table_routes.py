@@ -1,0 +1,273 @@
+"""Iceberg REST: tables (create, load, commit, drop, register, rename, list) and transactions."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiohttp import web
+from pydantic import Field
+from pyiceberg.catalog.rest import CreateTableRequest
+from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.table import TableIdentifier
+from pyiceberg.table.sorting import SortOrder
+from pyiceberg.table.update import TableRequirement, TableUpdate
+from pyiceberg.typedef import IcebergBaseModel
+
+from metastore.api import params
+from metastore.api.validation import read_json
+from metastore.changes import RenameEntity
+from metastore.commits import CommitRequest
+from metastore.errors import AlreadyExists, BadRequest, CommitConflict, NotFound
+from metastore.iceberg.context import (
+    PREFIX,
+    Call,
+    body_as,
+    flag,
+    identifier,
+    json_response,
+    named,
+    parse,
+)
+from metastore.iceberg.tables import TEXT, TableChange, iceberg_errors, table_key
+from metastore.keys import EntityKey, Kind
+from metastore.names import check_name
+
+routes = web.RouteTableDef()
+
+TABLES = PREFIX + "/namespaces/{namespace}/tables"
+TABLE = TABLES + "/{table}"
+
+
+class CreateTableBody(CreateTableRequest):
+    """pyiceberg's request model, with the spec's optional fields optional."""
+
+    location: str | None = None
+    partition_spec: PartitionSpec | None = Field(alias="partition-spec", default=None)
+    write_order: SortOrder | None = Field(alias="write-order", default=None)
+
+
+class CommitTableBody(IcebergBaseModel):
+    identifier: TableIdentifier | None = None
+    requirements: tuple[TableRequirement, ...] = Field(default_factory=tuple)
+    updates: tuple[TableUpdate, ...] = Field(default_factory=tuple)
+
+
+class TransactionBody(IcebergBaseModel):
+    table_changes: list[CommitTableBody] = Field(alias="table-changes")
+
+
+@routes.get(TABLES)
+async def list_tables(request: web.Request) -> web.Response:
+    call = Call.of(request)
+    token, size = params.page(request)
+    page = call.metastore.list_entities(
+        call.tenant, call.catalog, params.namespace(request), Kind.TABLE, token, size
+    )
+    identifiers = [{"namespace": list(e.path[:-1]), "name": e.path[-1]} for e in page.items]
+    return json_response({"identifiers": identifiers, "next-page-token": page.next_token})
+
+
+@routes.post(TABLES)
+async def create_table(request: web.Request) -> web.Response:
+    call = Call.of(request)
+    if (replayed := call.idempotency.replay()) is not None:
+        return replayed
+    namespace = params.namespace(request)
+    _, body = await body_as(request, "iceberg_create_table", CreateTableBody)
+    key = table_key(namespace, check_name("table", body.name))
+    tables = call.iceberg.tables
+    metadata = tables.new_metadata(
+        call.tenant,
+        call.catalog,
+        key,
+        body.table_schema,
+        body.partition_spec,
+        body.write_order,
+        body.location,
+        dict(body.properties),
+    )
+    if body.stage_create:
+        call.metastore.get_entity(call.tenant, call.catalog, EntityKey.namespace_key(namespace))
+        with iceberg_errors():
+            staged = metadata.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return json_response({"metadata-location": None, "metadata": staged, "config": {}})
+    location = tables.warehouse.new_metadata_location(metadata, None)
+    try:
+        state = await tables.create(
+            call.tenant,
+            call.catalog,
+            key,
+            metadata,
+            call.principal,
+            location,
+            extra=call.idempotency.record(200, metadata_location=location),
+        )
+    except AlreadyExists:
+        if (replayed := call.idempotency.replay()) is not None:
+            return replayed
+        raise
+    return json_response(state.result())
+
+
+@routes.post(PREFIX + "/namespaces/{namespace}/register")
+async def register_table(request: web.Request) -> web.Response:
+    call = Call.of(request)
+    if (replayed := call.idempotency.replay()) is not None:
+        return replayed
+    namespace = params.namespace(request)
+    body = await read_json(request, "iceberg_register_table")
+    key = table_key(namespace, check_name("table", body["name"]))
+    tables = call.iceberg.tables
+    location = tables.warehouse.check_inside(
+        body["metadata-location"], call.tenant, call.catalog, "metadata location"
+    )
+    metadata = tables.warehouse.read_table_metadata(location)
+    replace = None
+    if body.get("overwrite"):
+        try:
+            replace = tables.load(call.tenant, call.catalog, key)
+        except NotFound:
+            replace = None
+    try:
+        state = await tables.create(
+            call.tenant,
+            call.catalog,
+            key,
+            metadata,
+            call.principal,
+            location,
+            write_file=False,
+            extra=call.idempotency.record(200, metadata_location=location),
+            replace=replace,
+        )
+    except AlreadyExists:
+        if (replayed := call.idempotency.replay()) is not None:
+            return replayed
+        raise
+    return json_response(state.result())
+
+
+@routes.get(TABLE, allow_head=False)
+async def load_table(request: web.Request) -> web.Response:
+    call = Call.of(request)
+    snapshots = request.query.get("snapshots", "all")
+    if snapshots not in ("all", "refs"):
+        raise BadRequest("query parameter snapshots must be all or refs")
+    state = call.iceberg.tables.load(call.tenant, call.catalog, named(request, Kind.TABLE, "table"))
+    return json_response(state.result(snapshots))
+
+
+@routes.head(TABLE)
+async def table_exists(request: web.Request) -> web.Response:
+    call = Call.of(request)
+    call.metastore.get_entity(call.tenant, call.catalog, named(request, Kind.TABLE, "table"))
+    return web.Response(status=204)
+
+
+@routes.post(TABLE)
+async def commit_table(request: web.Request) -> web.Response:
+    call = Call.of(request)
+    if (replayed := call.idempotency.replay()) is not None:
+        return replayed
+    key = named(request, Kind.TABLE, "table")
+    _, body = await body_as(request, "iceberg_commit_table", CommitTableBody)
+    if (
+        body.identifier is not None
+        and identifier(body.identifier.model_dump(mode="json"), Kind.TABLE) != key
+    ):
+        raise BadRequest("the identifier in the body is not the table of the path")
+    change = TableChange(key, body.requirements, body.updates)
+    results = await _commit(call, [change])
+    if results is None:
+        replayed = call.idempotency.replay()
+        assert replayed is not None
+        return replayed
+    result = results[0]
+    location = json.dumps(result["metadata-location"])
+    if TEXT in result:  # the metadata file's own JSON: not serialized twice
+        text = f'{{"metadata-location":{location},"metadata":{result[TEXT]}}}'
+        return web.Response(text=text, content_type="application/json")
+    return json_response(
+        {"metadata-location": result["metadata-location"], "metadata": result["metadata"]}
+    )
+
+
+async def _commit(call: Call, changes: list[TableChange]) -> list[dict[str, Any]] | None:
+    """Commit the changes; None when an identical idempotent request won the race."""
+    single = len(changes) == 1
+
+    def record(results: list[dict[str, Any]]) -> Any:
+        if single:
+            return call.idempotency.record(200, metadata_location=results[0]["metadata-location"])
+        return call.idempotency.record(204)
+
+    try:
+        return await call.iceberg.tables.commit(
+            call.tenant, call.catalog, changes, call.principal, extra=record
+        )
+    except (AlreadyExists, CommitConflict):
+        if call.idempotency.replay() is not None:
+            return None
+        raise
+
+
+@routes.post(PREFIX + "/transactions/commit")
+async def commit_transaction(request: web.Request) -> web.Response:
+    call = Call.of(request)
+    if (replayed := call.idempotency.replay()) is not None:
+        return replayed
+    _, body = await body_as(request, "iceberg_transaction", TransactionBody)
+    changes = []
+    for item in body.table_changes:
+        assert item.identifier is not None  # the schema requires it
+        key = identifier(item.identifier.model_dump(mode="json"), Kind.TABLE)
+        changes.append(TableChange(key, item.requirements, item.updates))
+    if await _commit(call, changes) is None:
+        replayed = call.idempotency.replay()
+        assert replayed is not None
+        return replayed
+    return web.Response(status=204)
+
+
+@routes.delete(TABLE)
+async def drop_table(request: web.Request) -> web.Response:
+    call = Call.of(request)
+    if (replayed := call.idempotency.replay()) is not None:
+        return replayed
+    key = named(request, Kind.TABLE, "table")
+    purge = flag(request, "purgeRequested")
+    try:
+        await call.iceberg.tables.drop(
+            call.tenant, call.catalog, key, purge, call.principal, call.idempotency.record(204)
+        )
+    except (AlreadyExists, NotFound, CommitConflict):
+        if (replayed := call.idempotency.replay()) is not None:
+            return replayed
+        raise
+    return web.Response(status=204)
+
+
+async def rename(request: web.Request, kind: Kind) -> web.Response:
+    call = Call.of(request)
+    if (replayed := call.idempotency.replay()) is not None:
+        return replayed
+    body = await read_json(request, "iceberg_rename")
+    source, destination = identifier(body["source"], kind), identifier(body["destination"], kind)
+    changes = (RenameEntity(source, destination), *call.idempotency.record(204))
+    commit = CommitRequest((), changes, call.principal, f"rename {kind.label}")
+    try:
+        await call.metastore.commit(call.tenant, call.catalog, commit)
+    except (AlreadyExists, NotFound):
+        if (replayed := call.idempotency.replay()) is not None:
+            return replayed
+        raise
+    return web.Response(status=204)
+
+
+@routes.post(PREFIX + "/tables/rename")
+async def rename_table(request: web.Request) -> web.Response:
+    return await rename(request, Kind.TABLE)
+
+
+__all__ = ["parse", "rename", "routes"]

@@ -1,0 +1,406 @@
+"""Iceberg tables over the commit engine: load, create, commit (one or many), register, drop.
+
+A table commit is optimistic: read the entity and its metadata pieces, check the
+client's Iceberg requirements, apply its updates with pyiceberg's reducer, write
+the new metadata.json, then commit the new pieces with ``AssertVersion`` on every
+table touched. If another commit changed one of those tables in between, the
+whole request is redone on the fresh state (the client's requirements decide
+whether it still applies); only a failed Iceberg requirement reaches the client
+as 409. Several tables in one request are one commit: all change or none does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError as PydanticValidationError
+from pyiceberg.catalog import MetastoreCatalog
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.exceptions import ValidationError as IcebergValidationError
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+from pyiceberg.schema import Schema
+from pyiceberg.table.metadata import (
+    TableMetadata,
+    TableMetadataUtil,
+    new_table_metadata,
+)
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+from pyiceberg.table.update import (
+    AssertCreate,
+    AssignUUIDUpdate,
+    TableRequirement,
+    TableUpdate,
+)
+
+from metastore.changes import Change, CreateEntity, DeleteEntity, UpdateEntity
+from metastore.codec import Codec
+from metastore.commits import CommitOutcome, CommitRequest, NewObject
+from metastore.errors import BadRequest, CommitConflict, NoSuchTable, ValidationFailed
+from metastore.iceberg import pieces
+from metastore.iceberg.files import Warehouse
+from metastore.iceberg.updates import ModelCache, ModelKey, apply_updates
+from metastore.keys import EntityKey, Kind
+from metastore.model import Entity
+from metastore.objtypes import METADATA_PIECE
+from metastore.requirements import AssertEntityId, AssertVersion, Requirement
+from metastore.service import Metastore
+from metastore.store import MissingObject
+
+log = logging.getLogger(__name__)
+
+TEXT = "metadata-text"  # a result's metadata as JSON text (the file's bytes), for responses
+MAX_REBASES = 20  # redo a request at most this often when other commits move its tables
+
+
+@contextmanager
+def iceberg_errors() -> Iterator[None]:
+    """pyiceberg's outcomes as ours: a failed requirement is 409, a bad update 400."""
+    try:
+        yield
+    except CommitFailedException as exc:
+        raise CommitConflict(str(exc)) from None
+    except (PydanticValidationError, IcebergValidationError) as exc:
+        raise ValidationFailed(f"invalid table metadata: {_first_line(exc)}") from None
+    except (ValueError, NotImplementedError, LookupError, TypeError, AttributeError) as exc:
+        raise BadRequest(f"cannot apply update: {_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:2000]
+
+
+@dataclass(frozen=True, slots=True)
+class TableState:
+    key: EntityKey
+    entity: Entity
+    metadata: dict[str, Any]  # the spec's JSON (shared with the cache: never mutate)
+    metadata_location: str | None
+
+    def model(self) -> TableMetadata:
+        with iceberg_errors():
+            return TableMetadataUtil.parse_obj(self.metadata)
+
+    def result(self, snapshots: str = "all") -> dict[str, Any]:
+        metadata = self.metadata
+        if snapshots == "refs":
+            wanted = {ref["snapshot-id"] for ref in metadata.get("refs", {}).values()}
+            kept = [s for s in metadata.get("snapshots", []) if s["snapshot-id"] in wanted]
+            metadata = {**metadata, "snapshots": kept}
+        return {"metadata-location": self.metadata_location, "metadata": metadata, "config": {}}
+
+
+@dataclass(frozen=True, slots=True)
+class TableChange:
+    key: EntityKey
+    requirements: tuple[TableRequirement, ...]
+    updates: tuple[TableUpdate, ...]
+
+
+@dataclass
+class _Prepared:
+    requirements: list[Requirement] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
+    objects: dict[int, NewObject] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)  # metadata files written (deleted on failure)
+    models: list[tuple[ModelKey, TableMetadata]] = field(default_factory=list)  # for the cache
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Tables:
+    def __init__(self, metastore: Metastore, codec: Codec, warehouse: Warehouse) -> None:
+        self._metastore = metastore
+        self._codec = codec
+        self.warehouse = warehouse
+        self._models = ModelCache()
+
+    # --- reads -------------------------------------------------------------------------
+
+    def loader(self, tenant: str, catalog: str) -> pieces.Loader:
+        objects = self._metastore.objects(tenant, catalog)
+        codec = self._codec
+
+        def load(obj_id: int) -> Any:
+            value = objects.load(
+                METADATA_PIECE.name, obj_id, lambda d: pieces.decode_piece(codec, d)
+            )
+            if value is None:
+                raise MissingObject(f"metadata piece {obj_id} missing in {catalog!r}")
+            return value
+
+        return load
+
+    def state_of(self, tenant: str, catalog: str, entity: Entity) -> TableState:
+        if pieces.CORE not in entity.attachments:
+            raise NoSuchTable(f"table {entity.key.display()} has no Iceberg metadata")
+        metadata, location = pieces.assemble(
+            pieces.TABLE_LAYOUT, entity.attachments, entity.properties, self.loader(tenant, catalog)
+        )
+        return TableState(entity.key, entity, metadata, location)
+
+    def model_of(self, tenant: str, catalog: str, state: TableState) -> TableMetadata:
+        """The parsed metadata of a table version (cached: a version never changes)."""
+        version = (tenant, catalog, state.entity.entity_id, state.entity.version)
+        model = self._models.get(version)
+        if model is None:
+            model = state.model()
+            self._models.put(version, model)
+        return model
+
+    def load(self, tenant: str, catalog: str, key: EntityKey) -> TableState:
+        entity = self._metastore.get_entity(tenant, catalog, key)
+        return self.state_of(tenant, catalog, entity)
+
+    def _current(self, tenant: str, catalog: str, key: EntityKey) -> TableState | None:
+        try:
+            return self.load(tenant, catalog, key)
+        except NoSuchTable:
+            return None
+
+    # --- create / register -------------------------------------------------------------
+
+    def new_metadata(
+        self,
+        tenant: str,
+        catalog: str,
+        key: EntityKey,
+        schema: Schema,
+        spec: Any,
+        order: Any,
+        location: str | None,
+        properties: dict[str, str],
+    ) -> TableMetadata:
+        if location:
+            location = self.warehouse.check_inside(location, tenant, catalog, "table location")
+        else:
+            location = self.warehouse.default_location(tenant, catalog, key.namespace, key.name)
+        with iceberg_errors():
+            return new_table_metadata(
+                schema=schema,
+                partition_spec=spec or UNPARTITIONED_PARTITION_SPEC,
+                sort_order=order or UNSORTED_SORT_ORDER,
+                location=location,
+                properties=dict(properties),
+            )
+
+    async def create(
+        self,
+        tenant: str,
+        catalog: str,
+        key: EntityKey,
+        metadata: TableMetadata,
+        principal: str,
+        metadata_location: str,
+        *,
+        write_file: bool = True,
+        extra: Sequence[Change] = (),
+        replace: TableState | None = None,
+    ) -> TableState:
+        """Store a new table (or, with ``replace``, overwrite one: register with overwrite).
+
+        ``write_file``: write ``metadata`` to ``metadata_location`` first (create); a
+        registered table's file exists already.
+        """
+        self._metastore.get_entity(tenant, catalog, EntityKey.namespace_key(key.namespace))
+        if write_file:
+            await asyncio.to_thread(
+                self.warehouse.write_table_metadata, metadata, metadata_location
+            )
+        prepared = _Prepared(files=[metadata_location] if write_file else [])
+        try:
+            self._stage(tenant, catalog, key, replace, metadata, metadata_location, prepared)
+            request = CommitRequest(
+                tuple(prepared.requirements),
+                (*prepared.changes, *extra),
+                principal,
+                "create table" if write_file else "register table",
+                objects=tuple(prepared.objects.values()),
+            )
+            await self._metastore.commit(tenant, catalog, request)
+        except BaseException:
+            await self._discard(prepared.files)
+            raise
+        result = prepared.results[0]
+        return TableState(key, _placeholder(key), result["metadata"], metadata_location)
+
+    # --- commits -----------------------------------------------------------------------
+
+    async def commit(
+        self,
+        tenant: str,
+        catalog: str,
+        changes: Sequence[TableChange],
+        principal: str,
+        extra: Callable[[list[dict[str, Any]]], Sequence[Change]] = lambda _: (),
+    ) -> list[dict[str, Any]]:
+        """Apply every table change in one atomic commit; returns each table's new result."""
+        keys = [c.key for c in changes]
+        if len(set(keys)) != len(keys):
+            raise BadRequest("a transaction may change each table at most once")
+        for attempt in range(MAX_REBASES):
+            prepared = await asyncio.to_thread(self._prepare, tenant, catalog, changes)
+            if not prepared.changes:
+                return prepared.results
+            request = CommitRequest(
+                tuple(prepared.requirements),
+                (*prepared.changes, *extra(prepared.results)),
+                principal,
+                "commit table" if len(changes) == 1 else f"commit {len(changes)} tables",
+                objects=tuple(prepared.objects.values()),
+            )
+            try:
+                await self._metastore.commit(tenant, catalog, request)
+            except CommitConflict:
+                await self._discard(prepared.files)
+                if attempt + 1 == MAX_REBASES:
+                    raise
+                log.debug("table commit rebased (attempt %d)", attempt + 1)
+                continue
+            except BaseException:
+                await self._discard(prepared.files)
+                raise
+            for version, model in prepared.models:
+                self._models.put(version, model)
+            return prepared.results
+        raise AssertionError("unreachable")
+
+    def _prepare(self, tenant: str, catalog: str, changes: Sequence[TableChange]) -> _Prepared:
+        prepared = _Prepared()
+        try:
+            for change in changes:
+                self._prepare_one(tenant, catalog, change, prepared)
+        except BaseException:
+            for location in prepared.files:
+                self.warehouse.delete_quietly(location)
+            raise
+        return prepared
+
+    def _prepare_one(
+        self, tenant: str, catalog: str, change: TableChange, prepared: _Prepared
+    ) -> None:
+        current = self._current(tenant, catalog, change.key)
+        creating = any(isinstance(r, AssertCreate) for r in change.requirements)
+        if current is None and not creating:
+            raise NoSuchTable(f"table does not exist: {change.key.display()}")
+        base = self.model_of(tenant, catalog, current) if current is not None else None
+        with iceberg_errors():
+            for requirement in change.requirements:
+                requirement.validate(base)
+        if base is not None:
+            for update in change.updates:
+                if isinstance(update, AssignUUIDUpdate) and update.uuid != base.table_uuid:
+                    raise BadRequest("the table uuid is owned by the server and cannot change")
+        if current is not None and not change.updates:
+            prepared.results.append(current.result())
+            return
+        with iceberg_errors():
+            previous = current.metadata_location if current is not None else None
+            new = apply_updates(base, change.updates, previous, _empty_metadata())
+        if not new.location:
+            location = self.warehouse.default_location(
+                tenant, catalog, change.key.namespace, change.key.name
+            )
+            new = new.model_copy(update={"location": location})
+        else:
+            self.warehouse.check_inside(new.location, tenant, catalog, "table location")
+        location = self.warehouse.new_metadata_location(
+            new, current.metadata_location if current is not None else None
+        )
+        text = new.model_dump_json()  # the spec's JSON, as pyiceberg writes metadata files
+        self.warehouse.write_text(text, location)
+        prepared.files.append(location)
+        self._stage(tenant, catalog, change.key, current, new, location, prepared, text)
+
+    def _stage(
+        self,
+        tenant: str,
+        catalog: str,
+        key: EntityKey,
+        current: TableState | None,
+        new: TableMetadata,
+        metadata_location: str,
+        prepared: _Prepared,
+        text: str | None = None,
+    ) -> None:
+        self.warehouse.check_inside(new.location, tenant, catalog, "table location")
+        text = text if text is not None else new.model_dump_json()
+        metadata = json.loads(text)
+        split = pieces.split(
+            self._codec,
+            pieces.TABLE_LAYOUT,
+            metadata,
+            metadata_location,
+            current.entity.attachments if current is not None else {},
+            current.metadata if current is not None else None,
+            self.loader(tenant, catalog),
+        )
+        properties = dict(new.properties)
+        if current is None:
+            prepared.changes.append(CreateEntity(key, properties, new.location, split.attachments))
+        else:
+            removals = tuple(k for k in current.entity.properties if k not in properties)
+            prepared.requirements += [
+                AssertEntityId(key, current.entity.entity_id),
+                AssertVersion(key, current.entity.version),
+            ]
+            prepared.changes.append(
+                UpdateEntity(key, properties, removals, new.location, split.attachments)
+            )
+        for obj in split.objects:
+            prepared.objects[obj.id] = obj
+        prepared.results.append(
+            {"metadata-location": metadata_location, "metadata": metadata, "config": {}, TEXT: text}
+        )
+        if current is not None:
+            version = (tenant, catalog, current.entity.entity_id, current.entity.version + 1)
+            prepared.models.append((version, new))
+
+    async def _discard(self, files: Sequence[str]) -> None:
+        for location in files:
+            await asyncio.to_thread(self.warehouse.delete_quietly, location)
+
+    # --- drop --------------------------------------------------------------------------
+
+    async def drop(
+        self,
+        tenant: str,
+        catalog: str,
+        key: EntityKey,
+        purge: bool,
+        principal: str,
+        extra: Sequence[Change] = (),
+    ) -> CommitOutcome:
+        entity = self._metastore.get_entity(tenant, catalog, key)
+        state = self.state_of(tenant, catalog, entity) if purge else None
+        request = CommitRequest(
+            (AssertEntityId(key, entity.entity_id), AssertVersion(key, entity.version)),
+            (DeleteEntity(key), *extra),
+            principal,
+            "drop table" + (" (purge)" if purge else ""),
+        )
+        outcome = await self._metastore.commit(tenant, catalog, request)
+        if state is not None:
+            metadata = state.model()
+            deleted = await asyncio.to_thread(
+                self.warehouse.purge, metadata, state.metadata_location
+            )
+            log.info("purged %d files of %s", deleted, key.display())
+        return outcome
+
+
+def _empty_metadata() -> TableMetadata:
+    return MetastoreCatalog._empty_table_metadata()
+
+
+def _placeholder(key: EntityKey) -> Entity:
+    """Create results carry their metadata; the entity is read back by later loads."""
+    return Entity(0, Kind.TABLE, key.path, {}, None, 0, 0, 0)
+
+
+def table_key(namespace: tuple[str, ...], name: str) -> EntityKey:
+    return EntityKey(Kind.TABLE, namespace, name)

@@ -1,0 +1,61 @@
+"""Helpers for the Iceberg tests: raw HTTP next to PyIceberg, and table fixtures' data."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+import requests
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.types import LongType, NestedField, StringType
+
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "region", StringType(), required=False),
+)
+BY_REGION = PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "region"))
+
+
+def rows(ids: list[int], region: str = "eu") -> pa.Table:
+    return pa.table(
+        {"id": pa.array(ids, pa.int64()), "region": pa.array([region] * len(ids), pa.string())}
+    )
+
+
+def ns_path(*levels: str) -> str:
+    return quote("\x1f".join(levels), safe="")
+
+
+class Http:
+    """Raw calls to one catalog's Iceberg endpoints (for what PyIceberg cannot send)."""
+
+    def __init__(self, url: str, catalog: str) -> None:
+        self.url = url
+        self.prefix = f"{url}/v1/{catalog}"
+        self.catalog = catalog
+
+    def call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        kwargs.setdefault("timeout", 60)
+        return requests.request(method, self.prefix + path, **kwargs)
+
+    def table_path(self, namespace: tuple[str, ...], name: str) -> str:
+        return f"/namespaces/{ns_path(*namespace)}/tables/{quote(name, safe='')}"
+
+    def head_commit(self) -> str:
+        reply = requests.get(
+            f"{self.url}/api/v1/tenants/default/catalogs/{self.catalog}/ref", timeout=60
+        )
+        assert reply.status_code == 200, reply.text
+        return str(reply.json()["head"])
+
+
+def assert_error(reply: requests.Response, status: int, error_type: str | None = None) -> None:
+    assert reply.status_code == status, f"{reply.status_code}: {reply.text[:2000]}"
+    body = reply.json()
+    assert set(body) == {"error"}, body
+    assert body["error"]["code"] == status and body["error"]["message"], body
+    if error_type is not None:
+        assert body["error"]["type"] == error_type, body

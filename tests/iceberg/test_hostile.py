@@ -1,0 +1,209 @@
+"""Hostile inputs: every one gets a 4xx in the Iceberg error shape and changes nothing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+
+from .conftest import Server
+from .support import SCHEMA, Http, assert_error
+
+T = "/namespaces/db/tables/t"
+SCHEMA_JSON = json.loads(SCHEMA.model_dump_json())
+
+
+def _commit(*updates: Any, requirements: Any = ()) -> dict[str, Any]:
+    return {"requirements": list(requirements), "updates": list(updates)}
+
+
+CASES: list[tuple[str, str, str, dict[str, Any], int]] = [
+    # (case, method, path, request kwargs, status)
+    ("malformed json", "POST", "/namespaces", {"data": b'{"namespace": ['}, 400),
+    ("json array", "POST", "/namespaces", {"data": b"[1, 2]"}, 400),
+    ("NaN", "POST", "/namespaces", {"data": b'{"namespace": ["a"], "properties": NaN}'}, 400),
+    ("namespace not a list", "POST", "/namespaces", {"json": {"namespace": "a"}}, 400),
+    (
+        "property not a string",
+        "POST",
+        "/namespaces",
+        {"json": {"namespace": ["a"], "properties": {"k": 1}}},
+        400,
+    ),
+    ("unknown field", "POST", "/namespaces", {"json": {"namespace": ["a"], "x": 1}}, 400),
+    ("control character", "POST", "/namespaces", {"json": {"namespace": ["a\u0001b"]}}, 400),
+    ("empty level", "GET", "/namespaces/a%1F%1Fb", {}, 400),
+    ("name too long", "GET", "/namespaces/db/tables/" + "x" * 300, {}, 400),
+    (
+        "huge body",
+        "POST",
+        "/namespaces",
+        {"data": b'{"namespace": ["' + b"a" * (2 << 20) + b'"]}'},
+        413,
+    ),
+    (
+        "table name not a string",
+        "POST",
+        "/namespaces/db/tables",
+        {"json": {"name": 5, "schema": SCHEMA_JSON}},
+        400,
+    ),
+    (
+        "schema fields not a list",
+        "POST",
+        "/namespaces/db/tables",
+        {"json": {"name": "x", "schema": {"type": "struct", "fields": "no"}}},
+        400,
+    ),
+    (
+        "location outside the warehouse",
+        "POST",
+        "/namespaces/db/tables",
+        {"json": {"name": "x", "schema": SCHEMA_JSON, "location": "file:///tmp/elsewhere"}},
+        400,
+    ),
+    (
+        "location climbing out",
+        "POST",
+        "/namespaces/db/tables",
+        {"json": {"name": "x", "schema": SCHEMA_JSON, "location": "WAREHOUSE/db/../../x"}},
+        400,
+    ),
+    ("unknown update action", "POST", T, {"json": _commit({"action": "explode"})}, 400),
+    (
+        "unknown requirement",
+        "POST",
+        T,
+        {"json": _commit(requirements=[{"type": "assert-luck"}])},
+        400,
+    ),
+    (
+        "update of the wrong type",
+        "POST",
+        T,
+        {"json": _commit({"action": "set-properties", "updates": "x"})},
+        400,
+    ),
+    (
+        "requirement of the wrong type",
+        "POST",
+        T,
+        {
+            "json": _commit(
+                requirements=[
+                    {"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": "abc"}
+                ]
+            )
+        },
+        400,
+    ),
+    (
+        "unknown schema",
+        "POST",
+        T,
+        {"json": _commit({"action": "set-current-schema", "schema-id": 42})},
+        400,
+    ),
+    (
+        "server-owned uuid",
+        "POST",
+        T,
+        {
+            "json": _commit(
+                {"action": "assign-uuid", "uuid": "00000000-0000-0000-0000-000000000001"}
+            )
+        },
+        400,
+    ),
+    (
+        "set-location outside",
+        "POST",
+        T,
+        {"json": _commit({"action": "set-location", "location": "file:///etc"})},
+        400,
+    ),
+    (
+        "identifier of another table",
+        "POST",
+        T,
+        {"json": {"identifier": {"namespace": ["db"], "name": "u"}, "updates": []}},
+        400,
+    ),
+    ("bad page token", "GET", "/namespaces/db/tables", {"params": {"pageToken": "garbage"}}, 400),
+    ("page size zero", "GET", "/namespaces", {"params": {"pageSize": "0"}}, 400),
+    ("page size not a number", "GET", "/namespaces", {"params": {"pageSize": "ten"}}, 400),
+    ("purge flag not a boolean", "DELETE", T, {"params": {"purgeRequested": "maybe"}}, 400),
+    (
+        "transaction without identifier",
+        "POST",
+        "/transactions/commit",
+        {"json": {"table-changes": [_commit()]}},
+        400,
+    ),
+    (
+        "rename without destination",
+        "POST",
+        "/tables/rename",
+        {"json": {"source": {"namespace": ["db"], "name": "t"}}},
+        400,
+    ),
+    (
+        "register a missing file",
+        "POST",
+        "/namespaces/db/register",
+        {"json": {"name": "r", "metadata-location": "WAREHOUSE/db/none.metadata.json"}},
+        400,
+    ),
+    (
+        "bad idempotency key",
+        "POST",
+        "/namespaces",
+        {"json": {"namespace": ["k"]}, "headers": {"Idempotency-Key": "a b"}},
+        400,
+    ),
+]
+
+
+@pytest.fixture
+def target(
+    iceberg_server: Server, catalog_name: str, catalog: RestCatalog
+) -> Iterator[tuple[Http, str]]:
+    catalog.create_namespace(("db",))
+    catalog.create_table(("db", "t"), SCHEMA)
+    yield Http(iceberg_server.url, catalog_name), str(iceberg_server.warehouse(catalog_name))
+
+
+@pytest.mark.parametrize(
+    ("case", "method", "path", "kwargs", "status"), CASES, ids=[c[0] for c in CASES]
+)
+def test_hostile_input_changes_nothing(
+    target: tuple[Http, str],
+    case: str,
+    method: str,
+    path: str,
+    kwargs: dict[str, Any],
+    status: int,
+) -> None:
+    http, warehouse = target
+    text = json.dumps(kwargs.get("json", {})).replace("WAREHOUSE", "file://" + warehouse)
+    if "json" in kwargs:
+        kwargs = {**kwargs, "json": json.loads(text)}
+    head = http.head_commit()
+    table = http.call("GET", T).json()["metadata-location"]
+    assert_error(http.call(method, path, **kwargs), status)
+    assert http.head_commit() == head, f"{case}: a failed request wrote a commit"
+    assert http.call("GET", T).json()["metadata-location"] == table
+
+
+def test_unknown_prefix_is_404(iceberg_server: Server) -> None:
+    reply = Http(iceberg_server.url, "no-such-catalog").call("GET", "/namespaces")
+    assert_error(reply, 404, "NoSuchWarehouseException")
+
+
+def test_purge_flag_accepts_pyiceberg_spelling(target: tuple[Http, str]) -> None:
+    http, _ = target
+    assert http.call("DELETE", T, params={"purgeRequested": "False"}).status_code == 204
+    assert_error(http.call("GET", T), 404, "NoSuchTableException")
