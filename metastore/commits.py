@@ -322,6 +322,9 @@ class Committer:
                 raise
             except NotOwner as exc:  # nothing was written: the caller retries at the owner
                 return [exc if isinstance(r, CommitOutcome) else r for r in results]
+            except CommitStateUnknown as exc:  # the backend said so (cluster mode): no trace
+                log.error("write of %d commits to %s: %s", len(requests), ref_key, exc.message)
+                return [exc if isinstance(r, CommitOutcome) else r for r in results]
             except Exception as exc:
                 log.exception("write of %d commits to %s failed", len(requests), ref_key)
                 unknown = CommitStateUnknown(f"commit state unknown: {exc}")

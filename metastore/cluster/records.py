@@ -31,6 +31,8 @@ H_KIND = "k"
 H_VERSION = "v"
 H_NODE = "n"
 H_EPOCH = "e"
+H_EXPECTED = "h"  # a ref tombstone's expected HEAD (absent: none expected)
+H_OBJECTS = "o"  # a ref tombstone's objects offset
 
 
 def partition_for(tenant: str, catalog: str, partitions: int) -> int:
@@ -70,7 +72,7 @@ class Produced:
 
     topic: Literal["refs", "objects"]
     key: bytes
-    value: bytes
+    value: bytes | None  # None: a tombstone (compaction removes the key)
     headers: list[tuple[str, bytes]]
 
 
@@ -129,7 +131,15 @@ class RecordCodec:
         return self._produce("objects", "updateable", "changelog_object", key, value, record.epoch)
 
     def ref(self, record: RefRecord) -> Produced:
+        """A ref's new state; a deletion is a tombstone whose CAS context is in headers."""
         new = record.new
+        key = REF_KEY + record.key.encode()
+        if new is None:
+            headers = _headers("ref", self._codec.version("changelog_ref"), self.node, record.epoch)
+            headers.append((H_OBJECTS, str(record.objects_offset).encode()))
+            if record.expected_head is not None:
+                headers.append((H_EXPECTED, str(record.expected_head).encode()))
+            return Produced("refs", key, None, headers)
         value = {
             "expected_head": record.expected_head,
             "deleted": new is None,
@@ -139,7 +149,6 @@ class RecordCodec:
             "epoch": record.epoch,
             "objects_offset": record.objects_offset,
         }
-        key = REF_KEY + record.key.encode()
         return self._produce("refs", "ref", "changelog_ref", key, value, record.epoch)
 
     def barrier(self, barrier: Barrier, topic: Literal["refs", "objects"]) -> Produced:
@@ -173,6 +182,21 @@ class RecordCodec:
             new = Ref(ref_key, record["head"], record["created_at_us"], tuple(record["recent"]))
         return RefRecord(
             ref_key, record["expected_head"], new, record["epoch"], record["objects_offset"]
+        )
+
+    def decode_ref_tombstone(
+        self, key: bytes, headers: Sequence[tuple[str, bytes | None]] | None
+    ) -> RefRecord:
+        epoch, objects = header(headers, H_EPOCH), header(headers, H_OBJECTS)
+        if epoch is None or objects is None:
+            raise ValueError("a ref tombstone without its epoch or objects offset")
+        expected = header(headers, H_EXPECTED)
+        return RefRecord(
+            RefKey.decode(key[1:]),
+            None if expected is None else int(expected),
+            None,
+            int(epoch),
+            int(objects),
         )
 
     def decode_barrier(self, value: bytes) -> Barrier:

@@ -67,8 +67,17 @@ class Cluster:
         return self.nodes[i].start(START_TIMEOUT)
 
     def close(self) -> None:
+        """Stop every node; one that does not stop in time is killed, and the first such
+        failure is raised once all are down (never leave a node running)."""
+        failures: list[BaseException] = []
         for node in self.nodes:
-            node.close()
+            try:
+                node.close()
+            except Exception as exc:
+                node.kill()
+                failures.append(exc)
+        if failures:
+            raise failures[0]
 
     def alive(self) -> list[NodeProcess]:
         return [n for n in self.nodes if n.proc is not None and n.proc.poll() is None]

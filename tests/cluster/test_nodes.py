@@ -39,12 +39,8 @@ pytestmark = pytest.mark.slow
 def cluster(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """Three nodes shared by the non-destructive tests of this module."""
     root = tmp_path_factory.mktemp("cluster")
-    nodes = Cluster(kafka_bootstrap, f"n{os.urandom(5).hex()}", root)
-    os.environ["METASTORE_CONSISTENCY_WAIT_S"] = "2"
-    try:
-        nodes.start()
-    finally:
-        del os.environ["METASTORE_CONSISTENCY_WAIT_S"]
+    env = {"METASTORE_CONSISTENCY_WAIT_S": "2"}
+    nodes = Cluster(kafka_bootstrap, f"n{os.urandom(5).hex()}", root, env=env).start()
     yield nodes
     nodes.close()
     nodes.logs_without_tracebacks()

@@ -207,7 +207,9 @@ class BatchApply:
         records = self.store._records
         try:
             if value is None:
-                raise ValueError("a refs record without a value")
+                if key is None or key[:1] != REF_KEY or not _kind(headers, "ref"):
+                    raise ValueError(f"unexpected tombstone {key!r} in refs topic")
+                return Entry(offset, ref=records.decode_ref_tombstone(key, headers))
             if key == BARRIER_KEY:
                 self._check_version(value, "barrier")
                 return Entry(offset, barrier=records.decode_barrier(value), value=value)
