@@ -247,6 +247,13 @@ class CommitLogic:
             key, action = change.to, "CREATE"
         else:
             assert isinstance(change, UpdateEntity)
+            if current.attachments and change.attachments is None:
+                # its metadata lives in the attached pieces (and its metadata.json): a bare
+                # property or location change would make the two disagree
+                raise ValidationFailed(
+                    f"{key.display()} is an Iceberg {key.kind.label}: "
+                    "change it through the Iceberg REST API"
+                )
             action = "UPDATE"
         ctx = ApplyContext(new_id=self._ids.next_id(), now_us=now_us)
         entity = apply_change(change, current, ctx)

@@ -41,7 +41,14 @@ from pyiceberg.table.update import (
 from metastore.changes import Change, CreateEntity, DeleteEntity, UpdateEntity
 from metastore.codec import Codec
 from metastore.commits import CommitOutcome, CommitRequest, NewObject
-from metastore.errors import BadRequest, CommitConflict, NoSuchTable, ValidationFailed
+from metastore.errors import (
+    BadRequest,
+    CommitConflict,
+    CommitStateUnknown,
+    MetastoreError,
+    NoSuchTable,
+    ValidationFailed,
+)
 from metastore.iceberg import pieces
 from metastore.iceberg.files import Warehouse
 from metastore.iceberg.updates import ModelCache, ModelKey, apply_updates
@@ -222,8 +229,8 @@ class Tables:
                 objects=tuple(prepared.objects.values()),
             )
             await self._metastore.commit(tenant, catalog, request)
-        except BaseException:
-            await self._discard(prepared.files)
+        except MetastoreError as exc:
+            await self._discard_unless_unknown(exc, prepared.files)
             raise
         result = prepared.results[0]
         return TableState(key, _placeholder(key), result["metadata"], metadata_location)
@@ -261,8 +268,8 @@ class Tables:
                     raise
                 log.debug("table commit rebased (attempt %d)", attempt + 1)
                 continue
-            except BaseException:
-                await self._discard(prepared.files)
+            except MetastoreError as exc:
+                await self._discard_unless_unknown(exc, prepared.files)
                 raise
             for version, model in prepared.models:
                 self._models.put(version, model)
@@ -359,6 +366,14 @@ class Tables:
         if current is not None:
             version = (tenant, catalog, current.entity.entity_id, current.entity.version + 1)
             prepared.models.append((version, new))
+
+    async def _discard_unless_unknown(self, exc: MetastoreError, files: Sequence[str]) -> None:
+        """A failed commit wrote nothing, so its metadata files are garbage; but when the
+        outcome is unknown the commit may have landed and reference them: keep them.
+        (Anything that is not a ``MetastoreError`` also keeps them: an orphan file is
+        harmless, a deleted one that a commit references is a broken table.)"""
+        if not isinstance(exc, CommitStateUnknown):
+            await self._discard(files)
 
     async def _discard(self, files: Sequence[str]) -> None:
         for location in files:

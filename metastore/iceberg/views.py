@@ -33,7 +33,13 @@ from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 from metastore.changes import Change, CreateEntity, UpdateEntity
 from metastore.codec import Codec
 from metastore.commits import CommitRequest
-from metastore.errors import BadRequest, CommitConflict, NoSuchView
+from metastore.errors import (
+    BadRequest,
+    CommitConflict,
+    CommitStateUnknown,
+    MetastoreError,
+    NoSuchView,
+)
 from metastore.iceberg import pieces
 from metastore.iceberg.files import Warehouse
 from metastore.iceberg.tables import MAX_REBASES, Tables, iceberg_errors
@@ -327,7 +333,8 @@ class Views:
         )
         try:
             await self._metastore.commit(tenant, catalog, request)
-        except BaseException:
-            await asyncio.to_thread(self._warehouse.delete_quietly, location)
+        except MetastoreError as exc:
+            if not isinstance(exc, CommitStateUnknown):  # it may have landed: keep the file
+                await asyncio.to_thread(self._warehouse.delete_quietly, location)
             raise
         return {"metadata-location": location, "metadata": metadata, "config": {}}

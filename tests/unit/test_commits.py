@@ -558,10 +558,15 @@ def test_extra_objects_are_written_with_the_commit_and_only_then(db: Node) -> No
     assert db.objects().load(METADATA_PIECE.name, other.id, bytes) is None
 
 
-def test_update_keeps_or_replaces_attachments(db: Node) -> None:
+def test_update_replaces_attachments_and_a_bare_update_is_refused(db: Node) -> None:
+    """An entity with attachments (an Iceberg table) changes only with its pieces."""
     key = table_key(DB, "t")
     node_commit(db, CommitRequest(changes=(CreateEntity(key, attachments={"a": 1}),)))
-    node_commit(db, CommitRequest(changes=(UpdateEntity(key, {"p": "1"}),)))
+    ref, before = db.persistence.get_ref(MAIN), stored_keys(db.persistence)
+    with pytest.raises(ValidationFailed, match="Iceberg"):
+        node_commit(db, CommitRequest(changes=(UpdateEntity(key, {"p": "0"}),)))
+    assert_nothing_written(db, ref, before)
+    node_commit(db, CommitRequest(changes=(UpdateEntity(key, {"p": "1"}, attachments={"a": 1}),)))
     entity = lookup(db, key)
     assert entity is not None and dict(entity.attachments) == {"a": 1}
     node_commit(db, CommitRequest(changes=(UpdateEntity(key, attachments={"b": 2}),)))
