@@ -57,15 +57,20 @@ class TransactionBody(IcebergBaseModel):
     table_changes: list[CommitTableBody] = Field(alias="table-changes")
 
 
-@routes.get(TABLES)
-async def list_tables(request: web.Request) -> web.Response:
+def list_identifiers(request: web.Request, kind: Kind) -> web.Response:
+    """One page of the tables or views directly in a namespace, as Iceberg identifiers."""
     call = Call.of(request)
     token, size = params.page(request)
     page = call.metastore.list_entities(
-        call.tenant, call.catalog, params.namespace(request), Kind.TABLE, token, size
+        call.tenant, call.catalog, params.namespace(request), kind, token, size
     )
     identifiers = [{"namespace": list(e.path[:-1]), "name": e.path[-1]} for e in page.items]
     return json_response({"identifiers": identifiers, "next-page-token": page.next_token})
+
+
+@routes.get(TABLES)
+async def list_tables(request: web.Request) -> web.Response:
+    return list_identifiers(request, Kind.TABLE)
 
 
 @routes.post(TABLES)

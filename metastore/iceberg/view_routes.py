@@ -9,7 +9,7 @@ from metastore.changes import DeleteEntity
 from metastore.commits import CommitRequest
 from metastore.errors import AlreadyExists, CommitConflict, NotFound
 from metastore.iceberg.context import PREFIX, Call, body_as, json_response, named
-from metastore.iceberg.table_routes import rename
+from metastore.iceberg.table_routes import list_identifiers, rename
 from metastore.iceberg.views import CommitViewRequest, CreateViewRequest, Record
 from metastore.keys import EntityKey, Kind
 from metastore.names import check_name
@@ -22,13 +22,7 @@ VIEW = VIEWS + "/{view}"
 
 @routes.get(VIEWS)
 async def list_views(request: web.Request) -> web.Response:
-    call = Call.of(request)
-    token, size = params.page(request)
-    page = call.metastore.list_entities(
-        call.tenant, call.catalog, params.namespace(request), Kind.VIEW, token, size
-    )
-    identifiers = [{"namespace": list(e.path[:-1]), "name": e.path[-1]} for e in page.items]
-    return json_response({"identifiers": identifiers, "next-page-token": page.next_token})
+    return list_identifiers(request, Kind.VIEW)
 
 
 @routes.post(VIEWS)
