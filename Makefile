@@ -37,8 +37,9 @@ format: setup ## apply ruff's fixes and formatting
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-bench: setup ## benchmarks: the embedded node over HTTP, then PyIceberg vs SqlCatalog (ARGS="--quick")
+bench: setup ## benchmarks: the embedded node over HTTP, the cluster vs its broker, then PyIceberg vs SqlCatalog (ARGS="--quick")
 	$(PY) -m bench.embedded $(ARGS)
+	$(PY) -m bench.cluster $(ARGS)
 	$(PY) -m bench.iceberg $(ARGS)
 
 clean: ## remove the venv, caches and ./data

@@ -24,10 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import json
-import math
 import os
-import platform
 import random
 import shlex
 import sys
@@ -35,12 +32,13 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
+from bench.load import Client, Failures, Latency, Progress, closed_loop, new_session
+from bench.nodes import check_stop, cpu_seconds
+from bench.report import machine, ms, pairs, pct, table, write_json
 from metastore.procs import NodeProcess
 
 TENANT = "default"
@@ -49,56 +47,11 @@ NAMESPACE = "bench"
 BIG_NAMESPACE = "big"
 COMMIT_BATCH = 1000  # creates per atomic commit (the server's default max_changes_per_commit)
 PAGE_SIZE = 100
-PROGRESS_EVERY_S = 2.0
 REPO_ROOT = Path(__file__).resolve().parents[1]
 OUT_PATH = REPO_ROOT / ".bench" / "embedded.json"
 
 
 # --- bookkeeping ---------------------------------------------------------------------
-
-
-@dataclass
-class Failures:
-    """Unexpected responses (non-2xx) and transport errors, with a few samples."""
-
-    count: int = 0
-    samples: list[str] = field(default_factory=list)
-
-    def add(self, what: str) -> None:
-        self.count += 1
-        if len(self.samples) < 10:
-            self.samples.append(what[:300])
-
-
-@dataclass(frozen=True)
-class Latency:
-    """Latency summary in milliseconds (nearest-rank percentiles)."""
-
-    n: int
-    p50: float
-    p99: float
-    p999: float
-    mean: float
-    max: float
-
-    @staticmethod
-    def of(seconds: Sequence[float]) -> Latency:
-        if not seconds:
-            nan = float("nan")
-            return Latency(0, nan, nan, nan, nan, nan)
-        ordered = sorted(seconds)
-
-        def rank(p: float) -> float:
-            return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)] * 1000
-
-        return Latency(
-            n=len(ordered),
-            p50=rank(50),
-            p99=rank(99),
-            p999=rank(99.9),
-            mean=sum(ordered) / len(ordered) * 1000,
-            max=ordered[-1] * 1000,
-        )
 
 
 @dataclass
@@ -144,103 +97,6 @@ class BigNamespaceResult:
     errors: int
 
 
-class Progress:
-    """Prints a count line every ``PROGRESS_EVERY_S`` seconds while running."""
-
-    def __init__(self, label: str, total: int | None = None) -> None:
-        self.label = label
-        self.total = total
-        self.done = 0
-        self.errors = 0
-        self._start = time.perf_counter()
-        self._task: asyncio.Task[None] | None = None
-
-    def __enter__(self) -> Progress:
-        self._start = time.perf_counter()
-        self._task = asyncio.get_running_loop().create_task(self._run())
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
-        self._print(final=True)
-
-    async def _run(self) -> None:
-        last_done, last_t = 0, self._start
-        while True:
-            await asyncio.sleep(PROGRESS_EVERY_S)
-            now = time.perf_counter()
-            rate = (self.done - last_done) / (now - last_t)
-            last_done, last_t = self.done, now
-            self._print(rate=rate)
-
-    def _print(self, *, rate: float | None = None, final: bool = False) -> None:
-        elapsed = time.perf_counter() - self._start
-        count = f"{self.done}" if self.total is None else f"{self.done}/{self.total}"
-        if final:
-            rate = self.done / elapsed if elapsed > 0 else 0.0
-        tail = " done" if final else ""
-        print(
-            f"  [{self.label}] {elapsed:6.1f}s  {count:>13}  {rate or 0:9.1f}/s"
-            f"  errors {self.errors}{tail}",
-            flush=True,
-        )
-
-
-# --- HTTP helpers --------------------------------------------------------------------
-
-
-class Client:
-    def __init__(self, session: aiohttp.ClientSession, base: str, failures: Failures) -> None:
-        self.session = session
-        self.base = base
-        self.api = f"{base}/api/v1/tenants/{TENANT}"
-        self.failures = failures
-
-    async def request(
-        self,
-        method: str,
-        url: str,
-        *,
-        body: Any = None,
-        params: dict[str, str] | None = None,
-        expect: int = 200,
-    ) -> tuple[float, Any]:
-        """(latency seconds, parsed JSON body or None); failures are counted, not raised."""
-        start = time.perf_counter()
-        try:
-            async with self.session.request(method, url, json=body, params=params) as response:
-                raw = await response.read()
-                elapsed = time.perf_counter() - start
-                status = response.status
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            self.failures.add(f"{method} {url}: {type(exc).__name__}: {exc}")
-            return time.perf_counter() - start, None
-        if status != expect:
-            self.failures.add(f"{method} {url}: HTTP {status} (want {expect}): {raw[:200]!r}")
-            return elapsed, None
-        if not raw or response.content_type != "application/json":
-            return elapsed, raw.decode(errors="replace")
-        return elapsed, json.loads(raw)
-
-    async def metrics(self) -> dict[str, float]:
-        _, text = await self.request("GET", self.base + "/metrics")
-        values: dict[str, float] = {}
-        for line in str(text or "").splitlines():
-            if line and not line.startswith("#"):
-                name, _, value = line.partition(" ")
-                values[name] = float(value)
-        return values
-
-    def catalog(self, name: str) -> str:
-        return f"{self.api}/catalogs/{name}"
-
-
-def new_session(concurrency: int) -> aiohttp.ClientSession:
-    connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=concurrency)
-    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120))
-
-
 # --- throughput scenarios (1-3) ------------------------------------------------------
 
 
@@ -272,46 +128,21 @@ async def create_tables(
     next_index: list[int],
     progress: Progress | None,
 ) -> tuple[list[float], float]:
-    """``concurrency`` workers create uniquely named tables until ``seconds`` pass.
+    """``concurrency`` workers create uniquely named tables until ``seconds`` pass,
+    round-robin over ``catalogs``.
 
     Returns the latencies of the successful creates and the wall time until the
     last in-flight request finished.
     """
-    latencies: list[float] = []
     round_robin = itertools.count()
     urls = [client.catalog(c) + f"/namespaces/{NAMESPACE}/tables" for c in catalogs]
-    start = time.perf_counter()
-    deadline = start + seconds
 
-    async def worker(w: int) -> None:
-        while time.perf_counter() < deadline:
-            i = next_index[w]
-            next_index[w] += 1
-            url = urls[next(round_robin) % len(urls)]
-            before = client.failures.count
-            elapsed, _ = await client.request("POST", url, body={"name": f"t{w}_{i}"}, expect=201)
-            if client.failures.count == before:
-                latencies.append(elapsed)
-                if progress is not None:
-                    progress.done += 1
-            elif progress is not None:
-                progress.errors += 1
+    async def send(w: int, i: int) -> float | None:
+        url = urls[next(round_robin) % len(urls)]
+        reply = await client.call("POST", url, body={"name": f"t{w}_{i}"}, expect=201)
+        return reply.seconds if reply.ok else None
 
-    await asyncio.gather(*(worker(w) for w in range(concurrency)))
-    return latencies, time.perf_counter() - start
-
-
-def cpu_seconds(pid: int | None = None) -> float:
-    """User + system CPU seconds of this process, or of ``pid`` (Linux /proc)."""
-    if pid is None:
-        t = os.times()
-        return t.user + t.system
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return float("nan")
+    return await closed_loop(send, concurrency, seconds, next_index, progress)
 
 
 async def throughput_node(
@@ -595,53 +426,6 @@ def inspect_index(data_dir: Path) -> dict[str, Any]:
 # --- reporting -----------------------------------------------------------------------
 
 
-def machine() -> dict[str, Any]:
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((ln.split(":", 1)[1].strip() for ln in f if "model name" in ln), "")
-    except OSError:
-        pass
-    try:
-        nproc = len(os.sched_getaffinity(0))
-    except AttributeError:
-        nproc = os.cpu_count() or 0
-    return {
-        "nproc": nproc,
-        "cpu": model,
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-        "aiohttp": aiohttp.__version__,
-    }
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    left = {0}
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(
-            c.ljust(w) if i in left else c.rjust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        )
-
-    return "\n".join([line(headers), "  ".join("-" * w for w in widths), *map(line, rows)])
-
-
-def pairs(rows: Sequence[Sequence[str]]) -> str:
-    width = max(len(key) for key, _ in rows)
-    return "\n".join(f"  {key.ljust(width)}  {value}" for key, value in rows)
-
-
-def pct(value: float) -> str:
-    return "-" if math.isnan(value) else f"{value * 100:.0f}%"
-
-
-def ms(value: float) -> str:
-    return "-" if math.isnan(value) else f"{value:.2f}"
-
-
 def summary(
     throughput: Sequence[ThroughputResult], big: BigNamespaceResult | None, nproc: int
 ) -> str:
@@ -827,7 +611,6 @@ def run(args: argparse.Namespace) -> int:
             print("  " + sample)
     if not nodes_ok:
         print("\nFAILED: a node did not stop cleanly (see above)")
-    OUT_PATH.parent.mkdir(parents=True, exist_ok=True)
     report = {
         "command": command,
         "machine": info,
@@ -840,30 +623,9 @@ def run(args: argparse.Namespace) -> int:
         "ok": ok,
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    OUT_PATH.write_text(json.dumps(_finite(report), indent=2, allow_nan=False) + "\n")
+    write_json(OUT_PATH, report)
     print(f"\nwrote {OUT_PATH.relative_to(REPO_ROOT)}")
     return 0 if ok else 1
-
-
-def _finite(value: Any) -> Any:
-    """NaN (no samples) -> null, so the file is strict JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
-
-
-def check_stop(node: NodeProcess) -> bool:
-    if node.proc is not None and node.proc.poll() is not None:
-        print(f"node exited early with {node.proc.returncode}:\n{node.log_tail()}")
-        return False
-    code = node.stop()
-    if code != 0:
-        print(f"node stopped with exit code {code}:\n{node.log_tail()}")
-    return code == 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

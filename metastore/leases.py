@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from metastore.clock import Clock
 from metastore.codec import Codec
-from metastore.errors import ServiceUnavailable
+from metastore.errors import MetastoreError, ServiceUnavailable
 from metastore.ids import MAX_NODE_ID, system_id
 from metastore.keys import ObjKey
 from metastore.objtypes import NODE_LEASE
@@ -106,6 +106,6 @@ class NodeLeaser:
             return
         try:
             self._persistence.cas_updateable(lease_key(lease.node_id), lease.token, None)
-        except ServiceUnavailable as exc:  # it expires on its own
+        except MetastoreError as exc:  # a courtesy: it expires on its own
             log.warning("could not release node id %d: %s", lease.node_id, exc.message)
         self.lease = None

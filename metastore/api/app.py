@@ -118,7 +118,11 @@ async def _metastore_ctx(app: web.Application) -> AsyncIterator[None]:
         persistence = await loop.run_in_executor(
             None, lambda: RocksDBPersistence(config.data_dir / "rocksdb", sync=config.fsync)
         )
-    executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="commit")
+    # A commit batch holds its thread for a whole durable write: an fsync (embedded), or
+    # a Kafka transaction plus the owner's read-back (cluster), so every catalog
+    # committing at once needs its own thread there.
+    threads = 64 if node is not None else 4
+    executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="commit")
     leaser = NodeLeaser(persistence, codec, clock, config.url, config.lease_seconds)
     client: aiohttp.ClientSession | None = None
     try:

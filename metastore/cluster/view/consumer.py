@@ -71,7 +71,15 @@ class ViewFeed:
 
     def step(self, num_messages: int, timeout: float) -> ApplyResult | None:
         try:
-            messages = self.consumer.consume(num_messages=num_messages, timeout=timeout)
+            # consume(n, timeout) waits for n records OR the timeout: with fewer records
+            # than n it always waits the whole timeout, a latency floor on every owner's
+            # acknowledgement. So: take what is there; if nothing, block for the first
+            # record only, then take what arrived with it.
+            messages = self.consumer.consume(num_messages=num_messages, timeout=0)
+            if not messages:
+                messages = self.consumer.consume(num_messages=1, timeout=timeout)
+                if messages and num_messages > 1:
+                    messages += self.consumer.consume(num_messages=num_messages - 1, timeout=0)
         except KafkaException as exc:
             self._error(exc.args[0] if exc.args else None, None, None)
             return None

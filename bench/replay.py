@@ -1,0 +1,103 @@
+"""Phase 4 of the cluster benchmark: replay a log next to a raw consumer of it.
+
+The replay is the function behind ``metastore replay`` (fresh directory, its own
+progress bar turned into progress lines); the raw consumer (``bench/broker.py``)
+reads the same topics with the same batch and poll slice. Both rates exclude the
+idle window that proves the end was reached: the replay's by subtracting it, the
+raw consumer's by stopping its clock at the last record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.broker import RawConsumeResult, raw_consume
+from bench.load import PROGRESS_EVERY_S, Failures
+from metastore.cluster.config import ClusterConfig
+from metastore.cluster.replay import ReplaySummary, replay
+
+
+@dataclass
+class ReplayResult:
+    log: str
+    records: int
+    applied: int
+    dropped: int
+    waiting: int
+    seconds: float  # until the last record (the idle window excluded)
+    records_per_s: float
+    digest: str
+    raw: RawConsumeResult
+    ratio: float  # replay records/s / raw consumer records/s
+
+
+class BarLines(io.TextIOBase):
+    """Stands in for stderr while ``replay`` draws its tqdm bar: keeps the bar's latest
+    text for the progress lines; anything else goes on to the real stderr."""
+
+    def __init__(self, stderr: Any) -> None:
+        self.latest = ""
+        self._stderr = stderr
+
+    def write(self, text: str) -> int:
+        if text.startswith("\r"):
+            self.latest = text.strip() or self.latest
+        elif text.strip():
+            self._stderr.write(text)
+        return len(text)
+
+
+async def replay_with_progress(
+    config: ClusterConfig, data_dir: Path, idle_s: float, label: str
+) -> ReplaySummary:
+    bar = BarLines(sys.stderr)
+    started = time.perf_counter()
+
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(PROGRESS_EVERY_S)
+            print(f"  [{label}] {time.perf_counter() - started:6.1f}s  {bar.latest}", flush=True)
+
+    ticker = asyncio.get_running_loop().create_task(tick())
+    try:
+        with contextlib.redirect_stderr(bar):
+            summary = await asyncio.to_thread(
+                replay, config, data_dir, fresh=True, idle_s=idle_s, progress=True
+            )
+    finally:
+        ticker.cancel()
+    print(f"  [{label}] {time.perf_counter() - started:6.1f}s  {bar.latest} done", flush=True)
+    return summary
+
+
+async def replay_log(
+    config: ClusterConfig, name: str, data_dir: Path, idle_s: float, failures: Failures
+) -> ReplayResult:
+    raw = await raw_consume(config, idle_s, f"raw consume / {name}", failures)
+    summary = await replay_with_progress(config, data_dir, idle_s, f"replay / {name}")
+    seconds = max(1e-9, summary.seconds - idle_s)
+    if summary.consumed != raw.records:
+        failures.add(
+            f"{name}: replay read {summary.consumed} records, the raw consumer {raw.records}"
+        )
+    rate = summary.consumed / seconds
+    return ReplayResult(
+        log=name,
+        records=summary.consumed,
+        applied=summary.applied,
+        dropped=summary.dropped,
+        waiting=summary.waiting,
+        seconds=round(seconds, 3),
+        records_per_s=rate,
+        digest=summary.digest,
+        raw=raw,
+        ratio=rate / raw.records_per_s if raw.records_per_s else math.nan,
+    )

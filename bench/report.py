@@ -1,0 +1,77 @@
+"""Reporting shared by the benchmarks: the machine, text tables, and the JSON file."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f if "model name" in ln), "")
+    except OSError:
+        pass
+    try:
+        nproc = len(os.sched_getaffinity(0))
+    except AttributeError:
+        nproc = os.cpu_count() or 0
+    return {
+        "nproc": nproc,
+        "cpu": model,
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "aiohttp": aiohttp.__version__,
+    }
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Columns padded to fit; the first left-aligned, the others right-aligned."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    left = {0}
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i in left else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+
+    return "\n".join([line(headers), "  ".join("-" * w for w in widths), *map(line, rows)])
+
+
+def pairs(rows: Sequence[Sequence[str]]) -> str:
+    width = max(len(key) for key, _ in rows)
+    return "\n".join(f"  {key.ljust(width)}  {value}" for key, value in rows)
+
+
+def pct(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value * 100:.0f}%"
+
+
+def ms(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.2f}"
+
+
+def finite(value: Any) -> Any:
+    """NaN (no samples) -> null, so the file is strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
+
+
+def write_json(path: Path, report: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(finite(report), indent=2, allow_nan=False) + "\n")
