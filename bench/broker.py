@@ -139,7 +139,12 @@ class ReadBack:
         try:
             consumer.assign(assignment(self._config))
             while not self._stop.is_set():
-                messages = consumer.consume(num_messages=VIEW_BATCH, timeout=VIEW_POLL_S)
+                # as the view polls (metastore.cluster.view.consumer.ViewFeed.step)
+                messages = consumer.consume(num_messages=VIEW_BATCH, timeout=0)
+                if not messages:
+                    messages = consumer.consume(num_messages=1, timeout=VIEW_POLL_S)
+                    if messages:
+                        messages += consumer.consume(num_messages=VIEW_BATCH - 1, timeout=0)
                 with self._cond:
                     for message in messages:
                         p, offset = message.partition(), message.offset()
