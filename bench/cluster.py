@@ -74,7 +74,7 @@ from bench.load import (
 )
 from bench.nodes import ClusterNodes, cpu_seconds
 from bench.replay import ReplayResult, replay_log
-from bench.report import machine, ms, pct, table, write_json
+from bench.report import machine, ms, pct, print_outcome, table, write_json
 from metastore.cluster.config import ClusterConfig
 from metastore.cluster.records import partition_for
 from metastore.consistency import HEADER
@@ -522,14 +522,7 @@ def run(args: argparse.Namespace) -> int:
                 count_transactions(config, results, args.idle)
 
     text = summary(raw, loads, replays, info["nproc"])
-    print("\n" + "=" * 100 + "\n" + text)
-    ok = failures.count == 0 and nodes_ok
-    if failures.count:
-        print(f"\nFAILED: {failures.count} unexpected failures, e.g.:")
-        for sample in failures.samples:
-            print("  " + sample)
-    if not nodes_ok:
-        print("\nFAILED: a node did not stop cleanly (see above)")
+    ok = print_outcome(text, failures, nodes_ok)
     report = {
         "command": command,
         "machine": info,

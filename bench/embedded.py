@@ -38,7 +38,7 @@ from typing import Any
 
 from bench.load import Client, Failures, Latency, Progress, closed_loop, new_session
 from bench.nodes import check_stop, cpu_seconds
-from bench.report import machine, ms, pairs, pct, table, write_json
+from bench.report import machine, ms, pairs, pct, print_outcome, table, write_json
 from metastore.procs import NodeProcess
 
 TENANT = "default"
@@ -603,14 +603,7 @@ def run(args: argparse.Namespace) -> int:
             )
 
     text = summary(throughput, big, info["nproc"])
-    print("\n" + "=" * 100 + "\n" + text)
-    ok = failures.count == 0 and nodes_ok
-    if failures.count:
-        print(f"\nFAILED: {failures.count} unexpected request failures, e.g.:")
-        for sample in failures.samples:
-            print("  " + sample)
-    if not nodes_ok:
-        print("\nFAILED: a node did not stop cleanly (see above)")
+    ok = print_outcome(text, failures, nodes_ok, "request failures")
     report = {
         "command": command,
         "machine": info,

@@ -12,6 +12,8 @@ from typing import Any
 
 import aiohttp
 
+from bench.load import Failures
+
 
 def machine() -> dict[str, Any]:
     model = ""
@@ -75,3 +77,15 @@ def finite(value: Any) -> Any:
 def write_json(path: Path, report: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(finite(report), indent=2, allow_nan=False) + "\n")
+
+
+def print_outcome(text: str, failures: Failures, nodes_ok: bool, what: str = "failures") -> bool:
+    """Print the summary and what went wrong; True if nothing did."""
+    print("\n" + "=" * 100 + "\n" + text)
+    if failures.count:
+        print(f"\nFAILED: {failures.count} unexpected {what}, e.g.:")
+        for sample in failures.samples:
+            print("  " + sample)
+    if not nodes_ok:
+        print("\nFAILED: a node did not stop cleanly (see above)")
+    return failures.count == 0 and nodes_ok

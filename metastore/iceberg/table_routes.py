@@ -163,11 +163,16 @@ async def load_table(request: web.Request) -> web.Response:
     return json_response(state.result(snapshots))
 
 
+def entity_exists(request: web.Request, kind: Kind, name: str) -> web.Response:
+    """HEAD: 204 if the table or view of the path exists, else its 404."""
+    call = Call.of(request)
+    call.metastore.get_entity(call.tenant, call.catalog, named(request, kind, name))
+    return web.Response(status=204)
+
+
 @routes.head(TABLE)
 async def table_exists(request: web.Request) -> web.Response:
-    call = Call.of(request)
-    call.metastore.get_entity(call.tenant, call.catalog, named(request, Kind.TABLE, "table"))
-    return web.Response(status=204)
+    return entity_exists(request, Kind.TABLE, "table")
 
 
 @routes.post(TABLE)
@@ -185,9 +190,7 @@ async def commit_table(request: web.Request) -> web.Response:
     change = TableChange(key, body.requirements, body.updates)
     results = await _commit(call, [change])
     if results is None:
-        replayed = call.idempotency.replay()
-        assert replayed is not None
-        return replayed
+        return _winner(call)
     result = results[0]
     location = json.dumps(result["metadata-location"])
     if TEXT in result:  # the metadata file's own JSON: not serialized twice
@@ -217,6 +220,13 @@ async def _commit(call: Call, changes: list[TableChange]) -> list[dict[str, Any]
         raise
 
 
+def _winner(call: Call) -> web.Response:
+    """The stored outcome of the identical idempotent request that committed first."""
+    replayed = call.idempotency.replay()
+    assert replayed is not None, "_commit returns None only when a replay exists"
+    return replayed
+
+
 @routes.post(PREFIX + "/transactions/commit")
 async def commit_transaction(request: web.Request) -> web.Response:
     call = Call.of(request)
@@ -229,9 +239,7 @@ async def commit_transaction(request: web.Request) -> web.Response:
         key = identifier(item.identifier.model_dump(mode="json"), Kind.TABLE)
         changes.append(TableChange(key, item.requirements, item.updates))
     if await _commit(call, changes) is None:
-        replayed = call.idempotency.replay()
-        assert replayed is not None
-        return replayed
+        return _winner(call)
     return web.Response(status=204)
 
 

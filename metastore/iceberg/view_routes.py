@@ -9,7 +9,7 @@ from metastore.changes import DeleteEntity
 from metastore.commits import CommitRequest
 from metastore.errors import AlreadyExists, CommitConflict, NotFound
 from metastore.iceberg.context import PREFIX, Call, body_as, json_response, named
-from metastore.iceberg.table_routes import list_identifiers, rename
+from metastore.iceberg.table_routes import entity_exists, list_identifiers, rename
 from metastore.iceberg.views import CommitViewRequest, CreateViewRequest, Record
 from metastore.keys import EntityKey, Kind
 from metastore.names import check_name
@@ -57,9 +57,7 @@ async def load_view(request: web.Request) -> web.Response:
 
 @routes.head(VIEW)
 async def view_exists(request: web.Request) -> web.Response:
-    call = Call.of(request)
-    call.metastore.get_entity(call.tenant, call.catalog, named(request, Kind.VIEW, "view"))
-    return web.Response(status=204)
+    return entity_exists(request, Kind.VIEW, "view")
 
 
 @routes.post(VIEW)
