@@ -29,6 +29,7 @@ from metastore.api.typedefs import (
     HTTP_CLIENT,
     LEASER,
     METASTORE,
+    PENDING,
     ROUTING_STATS,
     STATS,
 )
@@ -62,6 +63,7 @@ def create_app(config: ServerConfig) -> web.Application:
         middlewares.append(route_writes)
     app = web.Application(middlewares=middlewares, client_max_size=config.max_body_bytes)
     app[CONFIG] = config
+    app[PENDING] = set()
     app.cleanup_ctx.append(_metastore_ctx)
     setup_routes(app)
     if config.cluster_mode:
@@ -155,7 +157,10 @@ async def _metastore_ctx(app: web.Application) -> AsyncIterator[None]:
         renewals = asyncio.create_task(_renew(leaser, metastore, executor))
         try:
             async with bootstrapping(
-                partial(_bootstrap, metastore, config), "defaults", background=node is not None
+                partial(_bootstrap, metastore, config),
+                "default tenant and catalog",
+                background=node is not None,
+                pending=app[PENDING],
             ):
                 log.info(
                     "%s metastore ready: node id %d, data in %s%s",

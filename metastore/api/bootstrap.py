@@ -20,12 +20,13 @@ log = logging.getLogger(__name__)
 Step = Callable[[], Awaitable[None]]
 
 
-async def until_done(step: Step, what: str) -> None:
+async def until_done(step: Step, what: str, pending: set[str]) -> None:
     delay = 0.1
     while True:
         try:
             await step()
             log.info("bootstrap: %s done", what)
+            pending.discard(what)
             return
         except (NotOwner, NoSuchTenant) as exc:  # the owner (elsewhere) has not written yet
             log.debug("bootstrap: %s waits: %s", what, exc.message)
@@ -36,13 +37,17 @@ async def until_done(step: Step, what: str) -> None:
 
 
 @contextlib.asynccontextmanager
-async def bootstrapping(step: Step, what: str, *, background: bool) -> AsyncIterator[None]:
-    """Run ``step`` now (embedded) or in a background task for the block (cluster)."""
+async def bootstrapping(
+    step: Step, what: str, *, background: bool, pending: set[str]
+) -> AsyncIterator[None]:
+    """Run ``step`` now (embedded) or in a background task for the block (cluster);
+    ``what`` stays in ``pending`` until it is done (the node is not ready before)."""
     if not background:
         await step()
         yield
         return
-    task = asyncio.create_task(until_done(step, what))
+    pending.add(what)
+    task = asyncio.create_task(until_done(step, what, pending))
     try:
         yield
     finally:

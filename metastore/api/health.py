@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from metastore.api.typedefs import CLUSTER, LEASER, METASTORE, STATS
+from metastore.api.typedefs import CLUSTER, LEASER, METASTORE, PENDING, STATS
 
 routes = web.RouteTableDef()
 
@@ -19,7 +19,11 @@ async def health(request: web.Request) -> web.Response:
         "writable": metastore.writable,
         "node-id": lease.node_id if lease is not None else None,
     }
+    waiting: set[str] = request.app[PENDING]
+    pending = sorted(waiting)
     node = request.app.get(CLUSTER)
+    if pending:  # cluster mode: the owner elsewhere has not written them yet
+        body |= {"status": "starting", "waiting-for": pending}
     if node is not None:
         body |= {
             "mode": "cluster",
@@ -28,7 +32,8 @@ async def health(request: web.Request) -> web.Response:
             "owned-partitions": node.owned(),
             "view-dropped": node.store.dropped,
         }
-    return web.json_response(body, status=200 if metastore.writable else 503)
+    ready = metastore.writable and not pending
+    return web.json_response(body, status=200 if ready else 503)
 
 
 @routes.get("/metrics")

@@ -18,6 +18,8 @@ LEASER = web.AppKey("leaser", NodeLeaser)
 
 Stats = Callable[[], dict[str, tuple[str, str, int]]]  # name -> (type, help, value)
 STATS: web.AppKey[Stats] = web.AppKey("stats")
+# bootstrap steps still running in the background (cluster mode): not ready until empty
+PENDING: web.AppKey[set[str]] = web.AppKey("pending")
 
 # cluster mode only
 CLUSTER = web.AppKey("cluster", ClusterNode)

@@ -9,7 +9,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from metastore.api.bootstrap import bootstrapping
-from metastore.api.typedefs import CONFIG, METASTORE
+from metastore.api.typedefs import CONFIG, METASTORE, PENDING
 from metastore.codec import default_codec
 from metastore.iceberg import catalog_routes, table_routes, view_routes
 from metastore.iceberg.auth import Authenticator
@@ -40,7 +40,9 @@ async def _iceberg_ctx(app: web.Application) -> AsyncIterator[None]:
         tables, Views(metastore, default_codec(), warehouse, tables), warehouse, auth
     )
     step = partial(auth.bootstrap, config.clients)
-    async with bootstrapping(step, "token signing key", background=config.cluster_mode):
+    async with bootstrapping(
+        step, "token signing key", background=config.cluster_mode, pending=app[PENDING]
+    ):
         yield
 
 
