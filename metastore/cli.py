@@ -4,6 +4,7 @@ manages the cluster mode's changelog topics."""
 from __future__ import annotations
 
 import argparse
+import errno
 import faulthandler
 import json
 import logging
@@ -11,6 +12,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from aiohttp import web
 
@@ -109,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 }
             )
         except (ValueError, TypeError) as exc:
-            print(f"metastore: invalid configuration: {exc}", file=sys.stderr)
+            _refuse(str(exc))
             return 2
         return serve(config)
     if args.command == "topics":
@@ -122,8 +124,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def serve(config: ServerConfig) -> int:
+    """Run the node until SIGTERM/SIGINT; 2 (one line on stderr) if its data directory
+    or its address cannot be used."""
     from metastore.api.app import create_app
 
+    try:
+        _check_data_dir(config.data_dir)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        _refuse(f"data_dir: cannot use {str(config.data_dir)!r} ({reason})")
+        return 2
     logging.basicConfig(
         level=config.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -131,16 +141,33 @@ def serve(config: ServerConfig) -> int:
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     # `kill -USR1 <pid>` prints every thread's stack: the first tool for a stuck node
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    web.run_app(
-        create_app(config),
-        host=config.host,
-        port=config.port,
-        print=lambda _: logging.getLogger("metastore").info(
-            "serving on http://%s:%d", config.host, config.port
-        ),
-        shutdown_timeout=10,
-    )
+    try:
+        web.run_app(
+            create_app(config),
+            host=config.host,
+            port=config.port,
+            print=lambda _: logging.getLogger("metastore").info(
+                "serving on http://%s:%d", config.host, config.port
+            ),
+            shutdown_timeout=10,
+        )
+    except OSError as exc:
+        if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+            raise
+        _refuse(f"host/port: cannot listen on {config.host}:{config.port} ({exc.strerror})")
+        return 2
     return 0
+
+
+def _check_data_dir(path: Path) -> None:
+    """The data directory exists (or can be made) and this process may write in it."""
+    path.mkdir(parents=True, exist_ok=True)
+    if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, "not a writable directory")
+
+
+def _refuse(problem: str) -> None:
+    print(f"metastore: invalid configuration: {problem}", file=sys.stderr)
 
 
 def topics(args: argparse.Namespace) -> int:

@@ -1,23 +1,71 @@
 """Frozen server configuration: defaults < environment (METASTORE_*) < command-line flags.
 
-Validated once at startup; a bad value stops the process with a message naming
-the setting. Nothing here is secret yet; when secrets arrive they are kept out
-of ``describe()``.
+Every setting is checked once, in ``ServerConfig.__post_init__`` (rules in
+``metastore.config_rules``): a value the node does not recognise stops it with
+one line naming the setting as the operator wrote it, never a silent fallback.
+Secret settings are kept out of ``describe()`` and out of error messages.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from metastore.commits import DEFAULT_MAX_OBJECT_BYTES
+from metastore.config_rules import (
+    AUTH_MODES,
+    LOG_LEVELS,
+    TOPIC_NAME_PART,
+    ConfigError,
+    check_bootstrap,
+    check_choice,
+    check_host,
+    check_pattern,
+    check_range,
+    check_type,
+    check_uri,
+    check_url,
+    is_loopback,
+    parse_clients,
+    parse_string_map,
+)
+from metastore.errors import InvalidName
+from metastore.names import check_system_name
 from metastore.paging import MAX_PAGE_SIZE
 from metastore.persistence.base import DEFAULT_RECENT_HEADS
 
 ENV_PREFIX = "METASTORE_"
+KiB, MiB, GiB = 1024, 1024**2, 1024**3
+DAY_S = 86_400.0
+
+# Settings whose values are never printed (describe(), error messages).
+SECRETS = frozenset({"warehouse_io", "auth_clients"})
+
+# Inclusive bounds of every numeric setting: a value outside is a typo or a unit
+# mistake (seconds for milliseconds), not a wish.
+RANGES: dict[str, tuple[float, float]] = {
+    "port": (1, 65535),
+    "max_body_bytes": (KiB, GiB),
+    "max_object_bytes": (KiB, 64 * MiB),
+    "max_changes_per_commit": (1, 100_000),
+    "cache_bytes": (MiB, 1024 * GiB),
+    "index_embedded_bytes": (256, 16 * MiB),
+    "index_stripe_bytes": (KiB, 32 * MiB),
+    "recent_heads": (0, 10_000),
+    "lease_seconds": (1, DAY_S),
+    "partitions": (1, 10_000),
+    "session_timeout_ms": (1_000, 3_600_000),
+    "forward_timeout_s": (0.001, 3_600),
+    "consistency_wait_s": (0.001, 3_600),
+    "token_ttl_seconds": (1, DAY_S),
+    "token_failures_per_client": (1, 1_000_000),
+    "token_failures_per_address": (1, 1_000_000),
+    "token_failure_window_s": (1, DAY_S),
+    "token_hash_threads": (1, 64),
+    "token_hash_queue": (0, 100_000),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,42 +97,57 @@ class ServerConfig:
     # Iceberg REST: table files under <warehouse>/<tenant>/<catalog>/ ("" = <data_dir>/warehouse)
     warehouse: str = ""
     warehouse_io: str = ""  # FileIO properties as JSON, e.g. {"s3.endpoint": ...} (secret)
-    auth: str = "auto"  # on | off | auto (off iff bound to loopback)
+    # --- authentication: see metastore/iceberg/auth.py ---
+    auth: str = "auto"  # on | off | auto (off iff bound to a loopback address)
     auth_clients: str = ""  # "id:secret,id2:secret2", stored hashed at startup (secret)
     token_ttl_seconds: int = 3600
+    # failed token requests allowed per client id, and per source address, per window;
+    # past that the token endpoint answers 429 with Retry-After
+    token_failures_per_client: int = 10
+    token_failures_per_address: int = 100
+    token_failure_window_s: float = 60.0
+    # secrets are hashed on these threads, never on the event loop; requests past
+    # threads + queue answer 503 at once instead of waiting in line
+    token_hash_threads: int = 2
+    token_hash_queue: int = 32
 
     def __post_init__(self) -> None:
-        positive = (
-            "port",
-            "max_body_bytes",
-            "max_object_bytes",
-            "max_changes_per_commit",
-            "cache_bytes",
-            "index_embedded_bytes",
-            "index_stripe_bytes",
-            "lease_seconds",
-            "partitions",
-            "session_timeout_ms",
-            "forward_timeout_s",
-            "consistency_wait_s",
-        )
-        for name in positive:
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive")
-        if not 0 < self.port < 65536:
-            raise ValueError("port must be 1-65535")
+        for f in fields(self):
+            check_type(f.name, getattr(self, f.name), str(f.type))
+        for name, (low, high) in RANGES.items():
+            check_range(name, getattr(self, name), low, high)
+        check_host("host", self.host)
+        check_choice("log_level", self.log_level.upper(), LOG_LEVELS)
+        for name in ("default_tenant", "default_catalog"):
+            try:
+                check_system_name(name, getattr(self, name))
+            except InvalidName as exc:
+                raise ConfigError(name, exc.message) from None
         if self.index_stripe_bytes < self.index_embedded_bytes:
-            raise ValueError("index_stripe_bytes must be >= index_embedded_bytes")
+            raise ConfigError("index_stripe_bytes", "must be >= index_embedded_bytes")
         if self.max_object_bytes < 2 * self.index_stripe_bytes:
-            raise ValueError("max_object_bytes must be at least twice index_stripe_bytes")
-        if self.recent_heads < 0:
-            raise ValueError("recent_heads must be >= 0")
-        if self.kafka and self.host in ("0.0.0.0", "::", "") and not self.advertised_url:
-            raise ValueError(
-                "advertised_url is required when binding all interfaces in cluster mode"
+            raise ConfigError("max_object_bytes", "must be at least twice index_stripe_bytes")
+        self._check_cluster()
+        if self.warehouse:
+            check_uri("warehouse", self.warehouse)
+        parse_string_map("warehouse_io", self.warehouse_io)
+        check_choice("auth", self.auth, AUTH_MODES)
+        parse_clients("auth_clients", self.auth_clients)
+
+    def _check_cluster(self) -> None:
+        if self.kafka:
+            check_bootstrap("kafka", self.kafka)
+        if self.advertised_url:
+            check_url("advertised_url", self.advertised_url)
+        if self.kafka and self.host in ("0.0.0.0", "::") and not self.advertised_url:
+            raise ConfigError(
+                "advertised_url",
+                "not set; advertised_url is required when binding all interfaces in cluster"
+                " mode (--advertised-url or METASTORE_ADVERTISED_URL)",
             )
-        if self.advertised_url and not self.advertised_url.startswith(("http://", "https://")):
-            raise ValueError("advertised_url must start with http:// or https://")
+        part = "1-200 of A-Z a-z 0-9 . _ -"
+        check_pattern("topic_prefix", self.topic_prefix, TOPIC_NAME_PART, part)
+        check_pattern("cluster_id", self.cluster_id, TOPIC_NAME_PART, part)
 
     @property
     def cluster_mode(self) -> bool:
@@ -94,20 +157,6 @@ class ServerConfig:
     def url(self) -> str:
         """How other nodes reach this one (forwarded writes)."""
         return self.advertised_url.rstrip("/") or f"http://{self.host}:{self.port}"
-        if self.auth not in ("on", "off", "auto"):
-            raise ValueError("auth must be on, off or auto")
-        if self.token_ttl_seconds <= 0:
-            raise ValueError("token_ttl_seconds must be positive")
-        if self.warehouse_io:
-            try:
-                io = json.loads(self.warehouse_io)
-            except ValueError:
-                io = None
-            if not isinstance(io, dict) or not all(isinstance(v, str) for v in io.values()):
-                raise ValueError("warehouse_io must be a JSON object of strings")
-        for pair in filter(None, self.auth_clients.split(",")):
-            if ":" not in pair or not pair.split(":", 1)[0] or not pair.split(":", 1)[1]:
-                raise ValueError("auth_clients must be id:secret pairs separated by commas")
 
     @property
     def warehouse_root(self) -> str:
@@ -115,19 +164,18 @@ class ServerConfig:
 
     @property
     def warehouse_properties(self) -> dict[str, str]:
-        value: dict[str, str] = json.loads(self.warehouse_io) if self.warehouse_io else {}
-        return value
+        return parse_string_map("warehouse_io", self.warehouse_io)
 
     @property
     def auth_enabled(self) -> bool:
-        if self.auth == "auto":
-            return self.host not in ("127.0.0.1", "localhost", "::1")
-        return self.auth == "on"
+        """On unless turned off, or ``auto`` on a node only reachable from this machine."""
+        if self.auth == "off":
+            return False
+        return self.auth != "auto" or not is_loopback(self.host)
 
     @property
     def clients(self) -> dict[str, str]:
-        pairs = (p.split(":", 1) for p in self.auth_clients.split(",") if p)
-        return {client: secret for client, secret in pairs}
+        return parse_clients("auth_clients", self.auth_clients)
 
     @property
     def max_page_size(self) -> int:
@@ -137,38 +185,55 @@ class ServerConfig:
     def load(
         cls, overrides: Mapping[str, object], env: Mapping[str, str] | None = None
     ) -> ServerConfig:
-        """Defaults, then METASTORE_<FIELD> environment variables, then ``overrides``."""
+        """Defaults, then METASTORE_<FIELD> environment variables, then ``overrides`` (flags).
+
+        A refused setting is reported under the name it was given by: the
+        environment variable, the ``--flag``, or the setting itself.
+        """
         env = os.environ if env is None else env
         values: dict[str, object] = {}
+        source: dict[str, str] = {}
         for f in fields(cls):
-            raw = env.get(ENV_PREFIX + f.name.upper())
+            variable = ENV_PREFIX + f.name.upper()
+            raw = env.get(variable)
             if raw is not None:
-                values[f.name] = _parse(f.name, str(f.type), raw)
-        values.update({k: v for k, v in overrides.items() if v is not None})
+                values[f.name] = _parse(f.name, variable, str(f.type), raw)
+                source[f.name] = variable
+        for name, value in overrides.items():
+            if value is not None:
+                values[name] = value
+                source[name] = "--" + name.replace("_", "-")
         if "data_dir" in values:
             values["data_dir"] = Path(str(values["data_dir"]))
-        return cls(**values)  # type: ignore[arg-type]
+        try:
+            return cls(**values)  # type: ignore[arg-type]
+        except ConfigError as exc:
+            raise exc.named(source.get(exc.setting, exc.setting)) from None
 
     def describe(self) -> dict[str, object]:
-        secret = ("warehouse_io", "auth_clients")
         values = {f.name: str(getattr(self, f.name)) for f in fields(self)}
-        return {k: "***" if k in secret and v else v for k, v in values.items()}
+        return {k: "***" if k in SECRETS and v else v for k, v in values.items()}
 
 
-def _parse(name: str, type_name: str, raw: str) -> object:
+_BOOLS = {"1": True, "true": True, "yes": True, "on": True}
+_BOOLS |= {"0": False, "false": False, "no": False, "off": False}
+
+
+def _parse(name: str, variable: str, type_name: str, raw: str) -> object:
+    """An environment string as the setting's type; no surrounding spaces, no guessing."""
+    value: object = raw
     try:
         if type_name == "bool":
-            if raw.lower() in ("1", "true", "yes", "on"):
-                return True
-            if raw.lower() in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(raw)
-        if type_name == "int":
-            return int(raw)
-        if type_name == "float":
-            return float(raw)
-    except ValueError:
-        raise ValueError(
-            f"{ENV_PREFIX}{name.upper()}: cannot parse {raw!r} as {type_name}"
-        ) from None
-    return raw
+            value = _BOOLS[raw.lower()]
+        elif type_name == "int":
+            if raw != raw.strip() or "_" in raw:
+                raise ValueError(raw)
+            value = int(raw)
+        elif type_name == "float":
+            if raw != raw.strip() or "_" in raw:
+                raise ValueError(raw)
+            value = float(raw)
+    except (KeyError, ValueError):
+        shown = "(secret)" if name in SECRETS else repr(raw)
+        raise ConfigError(name, f"cannot parse {shown} as {type_name}", variable) from None
+    return value

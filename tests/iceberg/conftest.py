@@ -103,9 +103,9 @@ def catalog(iceberg_server: Server, catalog_name: str) -> Iterator[RestCatalog]:
 
 @pytest.fixture(scope="module")
 def secured_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """A node with authentication on and one client ``alice:s3cret``."""
+    """A node with authentication on and one client ``alice:s3cret-alice``."""
     root = tmp_path_factory.mktemp("iceberg-auth")
-    env = {"METASTORE_AUTH": "on", "METASTORE_AUTH_CLIENTS": "alice:s3cret"}
+    env = {"METASTORE_AUTH": "on", "METASTORE_AUTH_CLIENTS": "alice:s3cret-alice"}
     process = _node(root, env)
     with process:
         yield Server(process.url, (root / "data").resolve())

@@ -60,7 +60,7 @@ def test_tokens_are_required_when_auth_is_on(secured_server: Server) -> None:
     form = {"grant_type": "client_credentials", "client_id": "alice", "client_secret": "wrong"}
     refused = requests.post(f"{url}/v1/oauth/tokens", data=form, timeout=30)
     assert refused.status_code == 401 and refused.json()["error"] == "invalid_client"
-    form["client_secret"] = "s3cret"
+    form["client_secret"] = "s3cret-alice"
     token = requests.post(f"{url}/v1/oauth/tokens", data=form, timeout=30).json()
     assert token["token_type"] == "bearer" and token["expires_in"] > 0
     bearer = {"Authorization": f"Bearer {token['access_token']}"}
@@ -73,7 +73,7 @@ def test_tokens_are_required_when_auth_is_on(secured_server: Server) -> None:
     client = RestCatalog(
         "alice",
         uri=url,
-        credential="alice:s3cret",
+        credential="alice:s3cret-alice",
         **{"oauth2-server-uri": f"{url}/v1/oauth/tokens"},
     )
     client.create_namespace(("secure",))

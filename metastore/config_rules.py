@@ -1,0 +1,194 @@
+"""The rules every server setting must satisfy, checked once at startup.
+
+A node that starts on a setting it does not understand fails open (``auth=ON``
+was once read as "not on"), so each rule here refuses anything it does not
+recognise, exactly, and says which setting is wrong in one line. Messages of
+secret settings never quote the value.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import math
+import re
+from urllib.parse import urlsplit
+
+MIN_SECRET_CHARS = 8
+MAX_SECRET_CHARS = 1024
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+AUTH_MODES = ("on", "off", "auto")
+CLIENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+TOPIC_NAME_PART = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
+_HOST_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+_URI = re.compile(r"^[a-z][a-z0-9+.-]*://\S+$")
+_BOOTSTRAP_PROTO = re.compile(r"^[A-Za-z_]+://")
+
+
+class ConfigError(ValueError):
+    """One setting is unusable; ``where`` names it as the operator wrote it (an
+    environment variable, a flag, or the setting's own name)."""
+
+    def __init__(self, setting: str, problem: str, where: str | None = None) -> None:
+        self.setting = setting
+        self.problem = problem
+        self.where = where or setting
+        super().__init__(f"{self.where}: {problem}")
+
+    def named(self, where: str) -> ConfigError:
+        return ConfigError(self.setting, self.problem, where)
+
+
+def check_type(setting: str, value: object, type_name: str) -> None:
+    """``value`` is of the declared type (a bool is not an int, an int is a float)."""
+    expected: tuple[type, ...] = {
+        "bool": (bool,),
+        "int": (int,),
+        "float": (int, float),
+        "str": (str,),
+    }.get(type_name, (object,))
+    if not isinstance(value, expected) or (type_name != "bool" and isinstance(value, bool)):
+        raise ConfigError(setting, f"must be {type_name}, got {type(value).__name__}")
+
+
+def check_range(setting: str, value: float, low: float, high: float) -> None:
+    """Finite and within ``[low, high]`` (nan and infinities are refused)."""
+    if not math.isfinite(value) or not low <= value <= high:
+        raise ConfigError(setting, f"must be between {low:g} and {high:g}, got {value!r}")
+
+
+def check_host(setting: str, host: str) -> None:
+    """An IP address or a DNS name (what the node binds or names)."""
+    if _is_ip(host):
+        return
+    labels = host.rstrip(".").split(".")
+    if not host or len(host) > 253 or not all(_HOST_LABEL.fullmatch(x) for x in labels):
+        raise ConfigError(setting, f"must be an IP address or a host name, got {host!r}")
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bootstrap(setting: str, servers: str) -> None:
+    """``[proto://]host[:port][,...]`` as Kafka clients take it (an IPv6 host in brackets)."""
+    for server in servers.split(","):
+        address = _BOOTSTRAP_PROTO.sub("", server, count=1)
+        if address.startswith("["):
+            host, _, port = address[1:].partition("]")
+            port = port.removeprefix(":") if port.startswith(":") else (port or "9092")
+        else:
+            host, sep, port = address.partition(":")
+            port = port if sep else "9092"
+        ok = port.isdigit() and 0 < int(port) < 65536 and _is_hostish(host)
+        if not ok:
+            raise ConfigError(setting, f"must be host:port[,host:port...], got {servers!r}")
+
+
+def _is_hostish(host: str) -> bool:
+    try:
+        check_host("", host)
+    except ConfigError:
+        return False
+    return True
+
+
+def check_url(setting: str, url: str) -> None:
+    """An absolute ``http(s)://host[:port][/path]`` URL (how peers reach this node)."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or not _is_hostish(parts.hostname)
+        or port == -1
+        or parts.username is not None
+        or parts.query
+        or parts.fragment
+        or any(c.isspace() for c in url)
+    ):
+        raise ConfigError(setting, f"must be an http:// or https:// URL, got {url!r}")
+
+
+def check_choice(setting: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(setting, f"must be one of {', '.join(choices)}, got {value!r}")
+
+
+def check_pattern(setting: str, value: str, pattern: re.Pattern[str], what: str) -> None:
+    if not pattern.fullmatch(value):
+        raise ConfigError(setting, f"must be {what}, got {value!r}")
+
+
+def check_uri(setting: str, value: str) -> None:
+    """A location URI such as ``file:///srv/warehouse`` or ``s3://bucket/path``."""
+    segments = value.split("://", 1)[-1].split("/")
+    if not _URI.fullmatch(value) or ".." in segments:
+        raise ConfigError(setting, f"must be a URI like s3://bucket/path, got {value!r}")
+
+
+def parse_string_map(setting: str, text: str) -> dict[str, str]:
+    """A JSON object of strings; the value is secret, so the message never quotes it."""
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        value = None
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ConfigError(setting, "must be a JSON object whose values are strings")
+    return value
+
+
+def parse_clients(setting: str, text: str) -> dict[str, str]:
+    """``id:secret[,id:secret...]`` -> {id: secret}; never quotes a secret in a message.
+
+    An id is 1-128 of ``A-Za-z0-9_.-`` starting with a letter or digit (it names a
+    stored record and appears in the commit history); a secret is 8-1024
+    characters, none of them control characters, without surrounding whitespace
+    (a pasted newline is a mistake, not part of a secret). An id given twice is
+    refused: which secret would count is not for the node to guess.
+    """
+    clients: dict[str, str] = {}
+    if not text:
+        return clients
+    for position, entry in enumerate(text.split(","), start=1):
+        client, sep, secret = entry.partition(":")
+        where = f"entry {position}"
+        if not sep:
+            raise ConfigError(setting, f"{where} is not id:secret")
+        if not CLIENT_ID.fullmatch(client):
+            raise ConfigError(
+                setting,
+                f"{where}: the client id must be 1-128 of A-Z a-z 0-9 _ . - starting with"
+                " a letter or digit",
+            )
+        where = f"client {client!r}"
+        if client in clients:
+            raise ConfigError(setting, f"{where} is listed twice")
+        if not MIN_SECRET_CHARS <= len(secret) <= MAX_SECRET_CHARS:
+            raise ConfigError(
+                setting,
+                f"{where}: the secret must be {MIN_SECRET_CHARS}-{MAX_SECRET_CHARS} characters",
+            )
+        if secret != secret.strip() or any(ord(c) < 32 or ord(c) == 127 for c in secret):
+            raise ConfigError(
+                setting,
+                f"{where}: the secret must not have control characters or surrounding spaces",
+            )
+        clients[client] = secret
+    return clients
