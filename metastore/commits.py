@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from metastore import location_index
 from metastore.changes import (
     ApplyContext,
     Change,
@@ -257,12 +258,29 @@ class CommitLogic:
             action = "UPDATE"
         ctx = ApplyContext(new_id=self._ids.next_id(), now_us=now_us)
         entity = apply_change(change, current, ctx)
+        records = location_index.Records(state.index, objects.entity)
+        self._derive(location_index.release(current, entity, records), state, objects, now_us)
         if entity is None:
             state.index.remove(key.encode())
         else:
             self._write_entity(objects, state, key, entity, ctx.new_id, now_us)
+        self._derive(location_index.claim(current, entity, records), state, objects, now_us)
         results[key] = entity
         recorded.append(CommitChange(key.encode(), action))
+
+    def _derive(
+        self, change: Change | None, state: _State, objects: StagedObjects, now_us: int
+    ) -> None:
+        """Apply a change the engine derives itself (a location record): staged with the
+        commit like the index, but neither recorded among its changes nor in its outcome."""
+        if change is None:
+            return
+        ctx = ApplyContext(new_id=self._ids.next_id(), now_us=now_us)
+        entity = apply_change(change, state.get(change.key), ctx)
+        if entity is None:
+            state.index.remove(change.key.encode())
+        else:
+            self._write_entity(objects, state, change.key, entity, ctx.new_id, now_us)
 
     def _check_creatable(self, state: _State, key: EntityKey) -> None:
         if state.get(key) is not None:

@@ -1,0 +1,112 @@
+"""Unique, non-nested locations: a catalog's index of the locations its tables and views hold.
+
+Two live tables or views of a catalog never share a location and never lie one
+inside the other, so a purge that deletes only files inside its own table's
+location cannot delete another live table's files. The commit engine keeps this
+index for every commit, whichever API sent it (``claim`` and ``release`` run
+inside ``CommitLogic``), so the check and the write are one atomic commit on the
+catalog's HEAD: two concurrent creates at overlapping locations cannot both land.
+
+Each held location is a system record ``location:<normalized location>`` naming the
+entity that holds it (by entity id, which a rename keeps). Records sort by
+location, so the three ways to overlap cost one lookup each: the same location
+(one key), an ancestor (one key per ancestor segment), a descendant (one seek to
+the prefix ``location:<location>/``). The records are derived state, like the
+index itself: written with the commit that moves a location, not listed among
+its changes or its outcome. Tables and views written before this index existed
+hold no record until their location changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+from metastore.changes import Change, CreateEntity, DeleteEntity
+from metastore.errors import BadRequest
+from metastore.index import IndexValue
+from metastore.keys import EntityKey, Kind
+from metastore.locations import Location, normalize
+from metastore.model import Entity
+
+PREFIX = "location:"
+HOLDER = "entity-id"  # record property: the entity id of the table or view holding it
+
+
+class KeyIndex(Protocol):
+    """What is read of an index (a commit's view, or the one a commit is building)."""
+
+    def get(self, key: bytes) -> IndexValue | None: ...
+
+    def items(self, prefix: bytes = b"") -> Iterator[tuple[bytes, IndexValue]]: ...
+
+
+class Records:
+    """The location records of one catalog state: an index and its entity objects."""
+
+    def __init__(self, index: KeyIndex, entity: Callable[[int], Entity]) -> None:
+        self._index = index
+        self._entity = entity
+
+    def holder(self, location: str) -> int | None:
+        """The entity id holding exactly ``location`` (normalized), if any."""
+        value = self._index.get(record_key(location).encode())
+        if value is None:
+            return None
+        return int(self._entity(value[1]).properties.get(HOLDER, "0"))
+
+    def overlapping(self, location: Location) -> str | None:
+        """A held location equal to, containing or inside ``location``, if any."""
+        for size in range(len(location.segments) + 1):
+            ancestor = str(
+                Location(location.scheme, location.authority, location.segments[:size], "")
+            )
+            if self._index.get(record_key(ancestor).encode()) is not None:
+                return ancestor
+        below = record_key(str(location) + "/").encode()
+        for key, _ in self._index.items(below):
+            return EntityKey.decode(key).name.removeprefix(PREFIX)
+        return None
+
+
+def record_key(location: str) -> EntityKey:
+    return EntityKey(Kind.SYSTEM, (), PREFIX + location)
+
+
+def release(before: Entity | None, after: Entity | None, records: Records) -> Change | None:
+    """The record ``before`` gives up when the change moves or deletes its location."""
+    old = _held(before)
+    if old is None or old == _held(after):
+        return None
+    assert before is not None
+    if records.holder(old) != before.entity_id:
+        return None  # written before the index existed (or never held)
+    return DeleteEntity(record_key(old))
+
+
+def claim(before: Entity | None, after: Entity | None, records: Records) -> Change | None:
+    """The record ``after`` takes for a new location (after ``release``); 400 if it overlaps."""
+    if after is None or after.kind not in (Kind.TABLE, Kind.VIEW) or after.location is None:
+        return None
+    new = normalize(after.location, f"{after.kind.label} location")
+    if str(new) == _held(before):
+        return None
+    clash = records.overlapping(new)
+    if clash is not None:
+        how = "is" if clash == str(new) else "overlaps"
+        raise BadRequest(
+            f"{after.kind.label} location {new} {how} the location {clash} of another live "
+            "table or view: locations must be unique and not nested"
+        )
+    attributes = {HOLDER: str(after.entity_id), "kind": after.kind.label}
+    return CreateEntity(record_key(str(new)), attributes)
+
+
+def _held(entity: Entity | None) -> str | None:
+    """The normalized location ``entity`` may hold a record for (tables and views only)."""
+    if entity is None or entity.kind not in (Kind.TABLE, Kind.VIEW) or entity.location is None:
+        return None
+    try:
+        return str(normalize(entity.location))
+    except BadRequest:
+        return None  # an old, unnormalizable location: it holds no record

@@ -1,0 +1,98 @@
+"""The one normalizer and containment rule for locations (``metastore.locations``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from metastore.errors import BadRequest
+from metastore.locations import catalog_root, check_inside, is_inside, normalize
+
+ROOT = "file:///wh/default/c"
+
+
+@pytest.mark.parametrize(
+    ("given", "normalized"),
+    [
+        ("file:///wh/default/c/ns/t", "file:///wh/default/c/ns/t"),
+        ("file:///wh/default/c/ns/t/", "file:///wh/default/c/ns/t"),
+        ("file:///wh//default/./c/ns/x/../t", "file:///wh/default/c/ns/t"),
+        ("/wh/default/c/ns/t", "file:///wh/default/c/ns/t"),
+        ("file:/wh/default/c/ns/t", "file:///wh/default/c/ns/t"),
+        ("FILE:///wh/default/c/t", "file:///wh/default/c/t"),
+        ("s3://bucket/wh/a%20b", "s3://bucket/wh/a%20b"),
+    ],
+)
+def test_normalize(given: str, normalized: str) -> None:
+    assert str(normalize(given)) == normalized
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        "",
+        "relative/path",
+        "file:relative",
+        "file:///..",
+        "file:///wh/%2e%2e/x",
+        "file:///wh/%2E%2E/x",
+        "file:///wh/%252e%252e/x",
+        "file:///wh/a%2Fb",
+        "file:///wh/a%5Cb",
+        "file:///wh/a%00b",
+        "file:///wh/a\\b",
+        "file:///wh/a\nb",
+        "file:///wh/a?b",
+        "file:///wh/a#b",
+    ],
+)
+def test_ambiguous_or_malformed_locations_are_refused(given: str) -> None:
+    with pytest.raises(BadRequest):
+        normalize(given)
+
+
+@pytest.mark.parametrize(
+    ("path", "inside"),
+    [
+        ("file:///wh/default/c/ns/t", True),
+        ("file:///wh/default/c", False),  # the root itself is not inside (strict)
+        ("file:///wh/default/c2/t", False),  # a string prefix is not a parent
+        ("file:///wh/default/c/../d/t", False),
+        ("file:///wh/default/c/ns/../../d/t", False),
+        ("file:///wh/default/c/%2e%2e/d", False),
+        ("file://host/wh/default/c/t", False),
+        ("s3://wh/default/c/t", False),
+        ("file:///etc/passwd", False),
+    ],
+)
+def test_inside_the_root(path: str, inside: bool) -> None:
+    assert is_inside(path, ROOT) is inside
+
+
+def test_check_inside_answers_the_normalized_location_or_400() -> None:
+    roots = [ROOT, "s3://bucket/c"]
+    assert check_inside("s3://bucket/c//t/", roots, "table location") == "s3://bucket/c/t"
+    with pytest.raises(BadRequest, match="table location 'file:///etc' is outside"):
+        check_inside("file:///etc", roots, "table location")
+    assert check_inside(ROOT, roots, "path", strict=False) == ROOT
+
+
+def test_symlinks_are_resolved_for_file_locations(tmp_path: Path) -> None:
+    root = tmp_path / "wh" / "c"
+    (root / "t").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.symlink(outside, root / "t" / "link")
+    os.symlink(tmp_path, root / "t" / "up")
+    link = (root / "t" / "link" / "f").as_uri()
+    climbing = (root / "t" / "up").as_uri() + "/../x"
+    assert is_inside(link, root.as_uri())  # as text
+    assert not is_inside(link, root.as_uri(), resolve=True)
+    assert not is_inside(climbing, root.as_uri(), resolve=True)
+    assert is_inside((root / "t" / "f").as_uri(), root.as_uri(), resolve=True)
+
+
+def test_catalog_root() -> None:
+    assert catalog_root("file:///wh/", "default", "c") == ROOT
