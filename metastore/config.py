@@ -8,11 +8,20 @@ Secret settings are kept out of ``describe()`` and out of error messages.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from metastore.cluster import tls
+from metastore.cluster.config import load_properties
+from metastore.cluster.peer_auth import (
+    MIN_SECRET_LENGTH,
+    SECRET_ENV,
+    SECRET_FILE_ENV,
+    resolve_secret,
+)
 from metastore.commits import DEFAULT_MAX_OBJECT_BYTES
 from metastore.config_rules import (
     AUTH_MODES,
@@ -42,6 +51,7 @@ DAY_S = 86_400.0
 
 # Settings whose values are never printed (describe(), error messages).
 SECRETS = frozenset({"warehouse_io", "auth_clients"})
+SECRETS |= {"cluster_secret", "kafka_properties"}  # cluster security
 
 # Inclusive bounds of every numeric setting: a value outside is a typo or a unit
 # mistake (seconds for milliseconds), not a wish.
@@ -110,12 +120,26 @@ class ServerConfig:
     # threads + queue answer 503 at once instead of waiting in line
     token_hash_threads: int = 2
     token_hash_queue: int = 32
+    # --- cluster security: see metastore/cluster/peer_auth.py, tls.py, cluster/config.py ---
+    # node-to-node HMAC key, the same on every node, >= 32 characters (secret); or a file
+    # holding it. Required in cluster mode with auth on.
+    cluster_secret: str = ""
+    cluster_secret_file: str = ""
+    tls_cert: str = ""  # PEM: serve HTTPS with it and present it to peers
+    tls_key: str = ""  # PEM private key of tls_cert
+    tls_ca: str = ""  # PEM bundle: peers must present a certificate it signed (mutual TLS)
+    # librdkafka properties for every Kafka client (TLS, SASL): a JSON object (secret
+    # values masked), or a file of key=value lines; guarantee-breaking keys are refused
+    kafka_properties: str = ""
+    kafka_properties_file: str = ""
 
     def __post_init__(self) -> None:
         for f in fields(self):
             check_type(f.name, getattr(self, f.name), str(f.type))
-        for name, (low, high) in RANGES.items():
-            check_range(name, getattr(self, name), low, high)
+        for f in fields(self):
+            low, high = RANGES.get(f.name, (0, math.inf))
+            if str(f.type) in ("int", "float"):  # unlisted: at least finite, not negative
+                check_range(f.name, getattr(self, f.name), low, high)
         check_host("host", self.host)
         check_choice("log_level", self.log_level.upper(), LOG_LEVELS)
         for name in ("default_tenant", "default_catalog"):
@@ -133,6 +157,7 @@ class ServerConfig:
         parse_string_map("warehouse_io", self.warehouse_io)
         check_choice("auth", self.auth, AUTH_MODES)
         parse_clients("auth_clients", self.auth_clients)
+        self._check_cluster_security()  # after auth: it depends on auth_enabled
 
     def _check_cluster(self) -> None:
         if self.kafka:
@@ -149,6 +174,30 @@ class ServerConfig:
         check_pattern("topic_prefix", self.topic_prefix, TOPIC_NAME_PART, part)
         check_pattern("cluster_id", self.cluster_id, TOPIC_NAME_PART, part)
 
+    def _check_cluster_security(self) -> None:
+        secret = self.cluster_key  # reads the file: unreadable, empty or short is refused
+        if self.cluster_mode and self.auth_enabled and not secret:
+            raise ConfigError(
+                "cluster_secret",
+                "not set; cluster mode with auth on needs a cluster secret, the same on every"
+                f" node ({SECRET_ENV} or {SECRET_FILE_ENV}, at least {MIN_SECRET_LENGTH}"
+                " characters)",
+                SECRET_ENV,
+            )
+        tls.check(self.tls_cert, self.tls_key, self.tls_ca)
+        if self.tls_cert and self.advertised_url.startswith("http://"):
+            raise ConfigError("advertised_url", "must be https:// when the node serves TLS")
+        self.kafka_client_properties  # noqa: B018 - refuses guarantee-breaking properties
+
+    @property
+    def cluster_key(self) -> str:
+        """The cluster secret (from the setting or its file), or "" when none is set."""
+        return resolve_secret(self.cluster_secret, self.cluster_secret_file)
+
+    @property
+    def kafka_client_properties(self) -> dict[str, str]:
+        return load_properties(self.kafka_properties, self.kafka_properties_file)
+
     @property
     def cluster_mode(self) -> bool:
         return bool(self.kafka)
@@ -156,7 +205,8 @@ class ServerConfig:
     @property
     def url(self) -> str:
         """How other nodes reach this one (forwarded writes)."""
-        return self.advertised_url.rstrip("/") or f"http://{self.host}:{self.port}"
+        scheme = "https" if self.tls_cert else "http"
+        return self.advertised_url.rstrip("/") or f"{scheme}://{self.host}:{self.port}"
 
     @property
     def warehouse_root(self) -> str:

@@ -54,7 +54,8 @@ def check_type(setting: str, value: object, type_name: str) -> None:
 def check_range(setting: str, value: float, low: float, high: float) -> None:
     """Finite and within ``[low, high]`` (nan and infinities are refused)."""
     if not math.isfinite(value) or not low <= value <= high:
-        raise ConfigError(setting, f"must be between {low:g} and {high:g}, got {value!r}")
+        bounds = f"between {low:g} and {high:g}" if math.isfinite(high) else f"finite, >= {low:g}"
+        raise ConfigError(setting, f"must be {bounds}, got {value!r}")
 
 
 def check_host(setting: str, host: str) -> None:

@@ -1,4 +1,4 @@
-"""Iceberg REST: configuration, OAuth2 tokens, namespaces."""
+"""Iceberg REST: configuration and namespaces (tokens: ``token_routes``)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from metastore.api.typedefs import CONFIG, METASTORE
 from metastore.api.validation import read_json
 from metastore.changes import CreateEntity, DeleteEntity, UpdateEntity
 from metastore.commits import CommitRequest
-from metastore.errors import AlreadyExists, BadRequest, CommitConflict, NotFound, Unauthorized
-from metastore.iceberg.context import ICEBERG, PREFIX, Call, json_response
+from metastore.errors import AlreadyExists, BadRequest, CommitConflict, NotFound
+from metastore.iceberg.context import PREFIX, Call, json_response
 from metastore.iceberg.tables import MAX_REBASES
 from metastore.keys import EntityKey, Kind
 from metastore.names import check_namespace, check_system_name
@@ -63,32 +63,6 @@ async def get_config(request: web.Request) -> web.Response:
             "idempotency-key-lifetime": "PT30M",
         }
     )
-
-
-@routes.post("/v1/oauth/tokens")
-async def get_token(request: web.Request) -> web.Response:
-    form = await request.post()
-    if form.get("grant_type") != "client_credentials":
-        return _oauth_error(400, "unsupported_grant_type", "only client_credentials is supported")
-    client_id, secret = form.get("client_id"), form.get("client_secret")
-    if not isinstance(client_id, str) or not isinstance(secret, str) or not client_id:
-        return _oauth_error(400, "invalid_request", "client_id and client_secret are required")
-    try:
-        token, ttl = request.app[ICEBERG].auth.issue(client_id, secret)
-    except Unauthorized as exc:
-        return _oauth_error(401, "invalid_client", exc.message)
-    return json_response(
-        {
-            "access_token": token,
-            "token_type": "bearer",
-            "expires_in": ttl,
-            "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
-        }
-    )
-
-
-def _oauth_error(status: int, error: str, description: str) -> web.Response:
-    return json_response({"error": error, "error_description": description}, status)
 
 
 # --- namespaces -------------------------------------------------------------------------
