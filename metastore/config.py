@@ -75,6 +75,9 @@ RANGES: dict[str, tuple[float, float]] = {
     "token_failure_window_s": (1, DAY_S),
     "token_hash_threads": (1, 64),
     "token_hash_queue": (0, 100_000),
+    "header_timeout_s": (0.1, 3_600),
+    "body_timeout_s": (0.1, 3_600),
+    "max_connections": (1, 1_000_000),
 }
 
 
@@ -87,6 +90,10 @@ class ServerConfig:
     max_body_bytes: int = 1024 * 1024  # request bodies larger than this get 413
     max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES  # a serialized object larger -> 413
     max_changes_per_commit: int = 1000
+    # --- HTTP connections: a slow or idle client holds one for a bounded time ---
+    header_timeout_s: float = 15.0  # a request head must arrive within this (idle keep-alive too)
+    body_timeout_s: float = 60.0  # the whole body must arrive within this, else 408
+    max_connections: int = 1024  # concurrent connections; past this: 503 and closed
     cache_bytes: int = 128 * 1024 * 1024  # decoded immutable objects
     index_embedded_bytes: int = 4 * 1024  # spill the embedded index past this (see ARCHITECTURE)
     index_stripe_bytes: int = 64 * 1024  # split a spilled index stripe past this
