@@ -26,7 +26,6 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -97,17 +96,6 @@ class RefsCensus:
                 previous = offset
             transactions += in_run > 0
         return refs, transactions
-
-
-def producer_config(config: ClusterConfig, transactional_id: str) -> dict[str, Any]:
-    """The partition owner's producer settings (workers/owner.py)."""
-    return {
-        **config.common(),
-        "transactional.id": transactional_id,
-        "enable.idempotence": True,
-        "transaction.timeout.ms": int(config.transaction_timeout_s * 1000),
-        "message.max.bytes": 2 * 1024 * 1024,
-    }
 
 
 class ReadBack:
@@ -184,7 +172,7 @@ async def raw_transactions(
     reader = ReadBack(config) if read_back else None
 
     def run(i: int) -> None:
-        producer = Producer(producer_config(config, f"{prefix}.raw.{i}"))
+        producer = Producer(config.producer(f"{prefix}.raw.{i}"))  # the owner's settings
         record = Record(config.refs_topic, i % partitions, f"raw-{i}".encode())
         try:
             producer.init_transactions(config.transaction_timeout_s)

@@ -13,11 +13,15 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from metastore import __version__
 from metastore.config import ServerConfig
+
+if TYPE_CHECKING:
+    from metastore.cluster.config import ClusterConfig
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -141,13 +145,19 @@ def serve(config: ServerConfig) -> int:
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     # `kill -USR1 <pid>` prints every thread's stack: the first tool for a stuck node
     faulthandler.register(signal.SIGUSR1, all_threads=True)
+    context = None
+    if config.tls_cert:  # HTTPS; with a CA, peers' client certificates are checked
+        from metastore.cluster import tls
+
+        context = tls.server_context(config.tls_cert, config.tls_key, config.tls_ca)
     try:
         web.run_app(
             create_app(config),
             host=config.host,
             port=config.port,
+            ssl_context=context,
             print=lambda _: logging.getLogger("metastore").info(
-                "serving on http://%s:%d", config.host, config.port
+                "serving on %s://%s:%d", "https" if context else "http", config.host, config.port
             ),
             shutdown_timeout=10,
         )
@@ -170,9 +180,19 @@ def _refuse(problem: str) -> None:
     print(f"metastore: invalid configuration: {problem}", file=sys.stderr)
 
 
+def kafka_hint(config: ClusterConfig) -> str:
+    """What a failed broker call should name: the connection settings it used."""
+    from metastore.cluster.config import redacted
+
+    shown = redacted(config.kafka_properties)
+    if not shown:
+        return f" (brokers {config.bootstrap}, no Kafka properties set)"
+    return f" (brokers {config.bootstrap}, Kafka properties {shown})"
+
+
 def topics(args: argparse.Namespace) -> int:
     from metastore.cluster import topics as changelog
-    from metastore.cluster.config import ClusterConfig
+    from metastore.cluster.config import ClusterConfig, properties_from_env
 
     try:
         config = ClusterConfig(
@@ -180,6 +200,7 @@ def topics(args: argparse.Namespace) -> int:
             prefix=args.prefix,
             partitions=args.partitions,
             replication_factor=args.replication_factor,
+            kafka_properties=properties_from_env(os.environ),
         )
         changelog.load_specs()
     except ValueError as exc:
@@ -197,7 +218,7 @@ def topics(args: argparse.Namespace) -> int:
                 print(f"found {name} (existing: checked, not recreated)")
         problems = changelog.check(config, timeout=args.timeout)
     except changelog.TopicsError as exc:
-        print(f"metastore: {exc}", file=sys.stderr)
+        print(f"metastore: {exc}{kafka_hint(config)}", file=sys.stderr)
         return 2
     if problems:
         print(f"{len(problems)} problem(s) with the topics:", file=sys.stderr)

@@ -180,16 +180,7 @@ class PartitionOwner:
                 return
 
     def _become_owner(self) -> None:
-        producer = Producer(
-            {
-                **self._config.common(),
-                "transactional.id": self._config.transactional_id(self.partition),
-                "enable.idempotence": True,
-                "transaction.timeout.ms": int(self._config.transaction_timeout_s * 1000),
-                # librdkafka's default (1,000,000) is below our 1 MiB object limit + envelope.
-                "message.max.bytes": 2 * 1024 * 1024,
-            }
-        )
+        producer = Producer(self._config.producer(self._config.transactional_id(self.partition)))
         producer.init_transactions(self._config.transaction_timeout_s)
         self._producer = producer
         nonce = secrets.token_hex(8)

@@ -21,6 +21,7 @@ from aiohttp.typedefs import Middleware
 from metastore.api import internal
 from metastore.api.bootstrap import bootstrapping
 from metastore.api.middlewares import errors
+from metastore.api.peers import authenticate_peers, peers_from_config
 from metastore.api.routes import setup_routes
 from metastore.api.routing import route_writes
 from metastore.api.typedefs import (
@@ -29,6 +30,7 @@ from metastore.api.typedefs import (
     HTTP_CLIENT,
     LEASER,
     METASTORE,
+    PEERS,
     PENDING,
     ROUTING_STATS,
     STATS,
@@ -60,9 +62,12 @@ ConsistencyHook = Callable[[str, str], ConsistencyToken | None]
 def create_app(config: ServerConfig) -> web.Application:
     middlewares: list[Middleware] = [errors]
     if config.cluster_mode:
-        middlewares.append(route_writes)
+        # node requests are proven (cluster secret, mTLS) before anything acts on them
+        middlewares += [authenticate_peers, route_writes]
     app = web.Application(middlewares=middlewares, client_max_size=config.max_body_bytes)
     app[CONFIG] = config
+    if config.cluster_mode:
+        app[PEERS] = peers_from_config(config)
     app[PENDING] = set()
     app.cleanup_ctx.append(_metastore_ctx)
     setup_routes(app)
@@ -79,6 +84,7 @@ def cluster_config(config: ServerConfig) -> ClusterConfig:
         cluster=config.cluster_id,
         partitions=config.partitions,
         session_timeout_ms=config.session_timeout_ms,
+        kafka_properties=config.kafka_client_properties,
     )
 
 
@@ -102,7 +108,7 @@ async def _open_cluster(
         partition = node.partition_of(tenant, catalog)
         return ConsistencyToken(partition, node.store.offset("refs", partition))
 
-    return KafkaPersistence(node), consistency, node
+    return KafkaPersistence(node, app[PEERS]), consistency, node
 
 
 async def _metastore_ctx(app: web.Application) -> AsyncIterator[None]:

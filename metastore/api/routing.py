@@ -9,6 +9,13 @@ is retried with the fresh route after a short backoff, for at most
 ``forward_timeout_s``; then the client gets 503 with nothing written. A request
 that was itself forwarded is never forwarded again, so requests cannot loop.
 
+A forward is the client's request, byte for byte (the raw path and query, the
+body, the client's own ``Authorization``, which the owner checks again, so the
+commit is the client's), plus the forwarding node's signature made with the
+cluster secret (``metastore.cluster.peer_auth``). A request is "forwarded" only
+when ``metastore.api.peers`` verified that signature; a client's own
+``Metastore-Forwarded-By`` header is refused there, never trusted here.
+
 Read-your-writes: every acknowledged write carries a consistency token; the node
 that answers waits until its own view has applied it, and a request that sends a
 token waits (bounded, else 503) until this node's view has reached it.
@@ -24,10 +31,12 @@ import aiohttp
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from multidict import CIMultiDict
+from yarl import URL
 
-from metastore.api.typedefs import CLUSTER, CONFIG, HTTP_CLIENT, ROUTING_STATS
+from metastore.api.peers import PEER
+from metastore.api.typedefs import CLUSTER, CONFIG, HTTP_CLIENT, PEERS, ROUTING_STATS
 from metastore.cluster.node import ClusterNode
-from metastore.cluster.persistence import FORWARDED_HEADER
+from metastore.cluster.peer_auth import FORWARDED_HEADER, SIGNATURE_HEADER
 from metastore.consistency import HEADER, WRITTEN, ConsistencyToken
 from metastore.errors import CommitStateUnknown, NotOwner, ServiceUnavailable
 
@@ -50,6 +59,8 @@ _HOP_BY_HOP = frozenset(
         "content-encoding",
         "date",
         "server",
+        FORWARDED_HEADER.lower(),  # set by this node, signed
+        SIGNATURE_HEADER.lower(),
     }
 )
 
@@ -75,7 +86,7 @@ async def route_writes(request: web.Request, handler: Handler) -> web.StreamResp
             try:
                 return _with_token(await handler(request))
             except NotOwner as exc:
-                if exc.partition is None or request.headers.get(FORWARDED_HEADER):
+                if exc.partition is None or request.get(PEER) is not None:
                     raise  # the forwarding node retries with a fresh route
                 partition = exc.partition
         else:
@@ -116,18 +127,22 @@ async def _forward(request: web.Request, url: str, body: bytes) -> web.StreamRes
     app = request.app
     node = app[CLUSTER]
     stats = app[ROUTING_STATS]
+    peers = app[PEERS]
     headers = CIMultiDict(
         (k, v) for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP
     )
-    headers[FORWARDED_HEADER] = node.url
+    path_qs = request.rel_url.raw_path_qs  # as the client sent it: signed, sent unchanged
+    authorization = request.headers.get("Authorization")
+    headers.update(peers.sign(request.method, url, path_qs, body, authorization))
     stats["forwarded"] += 1
     try:
         async with app[HTTP_CLIENT].request(
             request.method,
-            url + request.rel_url.path_qs,
+            URL(url.rstrip("/") + path_qs, encoded=True),
             data=body,
             headers=headers,
             allow_redirects=False,
+            ssl=peers.client_ssl if peers.client_ssl is not None else True,
         ) as answer:
             payload = await answer.read()
             if answer.status == 503 and _not_owner(payload):

@@ -8,6 +8,7 @@ import aiohttp
 from aiohttp import web
 
 from metastore.cluster.node import ClusterNode
+from metastore.cluster.peer_auth import Peers
 from metastore.config import ServerConfig
 from metastore.leases import NodeLeaser
 from metastore.service import Metastore
@@ -24,4 +25,5 @@ PENDING: web.AppKey[set[str]] = web.AppKey("pending")
 # cluster mode only
 CLUSTER = web.AppKey("cluster", ClusterNode)
 HTTP_CLIENT = web.AppKey("http_client", aiohttp.ClientSession)  # forwarded writes
+PEERS = web.AppKey("peers", Peers)  # signs and checks node-to-node requests
 ROUTING_STATS: web.AppKey[dict[str, int]] = web.AppKey("routing_stats")

@@ -10,7 +10,9 @@ applied them. When this node is not the owner, ``write`` raises ``NotOwner``
 
 Updateable objects (node-id leases) of the system partition are written the same
 way; a node that does not own it asks the owner over HTTP, because a node must
-lease its snowflake node id before it can serve anything.
+lease its snowflake node id before it can serve anything. That call is signed
+with the cluster secret (and made over mutual TLS when configured), like every
+node-to-node request.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from metastore.cluster.node import ClusterNode
+from metastore.cluster.peer_auth import PeerRefused, Peers
 from metastore.errors import CommitStateUnknown, NotOwner, RefConditionFailed, ServiceUnavailable
 from metastore.keys import ObjKey, RefKey
 from metastore.persistence.base import Ref, RefUpdate, StoredObject, UpdateableObject
@@ -33,12 +36,12 @@ from metastore.persistence.base import Ref, RefUpdate, StoredObject, UpdateableO
 log = logging.getLogger(__name__)
 
 UPDATEABLES_PATH = "/internal/v1/updateables"
-FORWARDED_HEADER = "Metastore-Forwarded-By"
 
 
 class KafkaPersistence:
-    def __init__(self, node: ClusterNode, *, remote_timeout_s: float = 30.0) -> None:
+    def __init__(self, node: ClusterNode, peers: Peers, *, remote_timeout_s: float = 30.0) -> None:
         self.node = node
+        self._peers = peers
         self._view = node.store
         self.remote_timeout_s = remote_timeout_s
 
@@ -131,19 +134,27 @@ class KafkaPersistence:
         new: UpdateableObject | None,
     ) -> bool:
         body = json.dumps(updateable_request(key, expected, new)).encode()
+        signed = self._peers.sign("POST", url, UPDATEABLES_PATH, body, None)
         request = urllib.request.Request(
             url + UPDATEABLES_PATH,
             data=body,
             method="POST",
-            headers={"Content-Type": "application/json", FORWARDED_HEADER: self.node.url},
+            headers={"Content-Type": "application/json", **signed},
         )
+        context = self._peers.client_ssl
         try:
-            with urllib.request.urlopen(request, timeout=self._wait_s) as response:
+            with urllib.request.urlopen(request, timeout=self._wait_s, context=context) as response:
                 answer = json.loads(response.read())
         except urllib.error.HTTPError as exc:
             detail = exc.read()[:500].decode(errors="replace")
             if exc.code == 503:
                 raise NotOwner(f"{url}: {detail}", partition) from None
+            if exc.code == 401:  # refused before anything ran: a credential mismatch
+                raise PeerRefused(
+                    f"the node at {url} refused this node's credential ({detail}); every node "
+                    "needs the same cluster secret (and, with mutual TLS, a certificate "
+                    "signed by the same CA)"
+                ) from None
             raise CommitStateUnknown(f"updateable CAS at {url}: {exc.code} {detail}") from None
         except (urllib.error.URLError, OSError) as exc:
             # refused before sending: nothing written; anything later: unknown

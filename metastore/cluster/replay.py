@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shutil
 import sys
 import time
@@ -35,7 +36,7 @@ from confluent_kafka import TopicPartition
 from rocksdict import AccessType, Options, Rdict
 from tqdm import tqdm
 
-from metastore.cluster.config import ClusterConfig
+from metastore.cluster.config import ClusterConfig, properties_from_env
 from metastore.cluster.view.consumer import ViewFeed, open_consumer
 from metastore.cluster.view.digest import digest
 from metastore.cluster.view.model import ROLES, VIEW_MARKER, Role
@@ -176,7 +177,12 @@ def add_parser(commands: Any) -> None:
 def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        config = ClusterConfig(args.kafka, prefix=args.prefix, partitions=args.partitions)
+        config = ClusterConfig(
+            args.kafka,
+            prefix=args.prefix,
+            partitions=args.partitions,
+            kafka_properties=properties_from_env(os.environ),
+        )
     except ValueError as exc:
         print(f"metastore replay: invalid configuration: {exc}", file=sys.stderr)
         return 2

@@ -421,9 +421,9 @@ def _wait_listed(admin: AdminClient, names: list[str], timeout: float) -> None:
 
 
 def _admin(config: ClusterConfig) -> AdminClient:
-    # Every failure reaches the caller as a TopicsError; librdkafka's own log would
-    # repeat a connection failure twenty times a second until the timeout.
-    return AdminClient({**config.common(), "log_level": 0})
+    # Every failure reaches the caller as a TopicsError, including Kafka properties
+    # librdkafka refuses (a security setting it does not know, a missing CA file).
+    return _call("configure the Kafka client", lambda: AdminClient(config.admin()))
 
 
 def _call(what: str, call: Callable[[], T]) -> T:

@@ -10,6 +10,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from metastore.api.bootstrap import bootstrapping
+from metastore.api.peers import is_node_request
 from metastore.api.typedefs import CONFIG, METASTORE, PENDING
 from metastore.codec import default_codec
 from metastore.iceberg import catalog_routes, table_routes, token_routes, view_routes
@@ -63,6 +64,10 @@ async def _iceberg_ctx(app: web.Application) -> AsyncIterator[None]:
 @web.middleware
 async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
     """With auth on, every call but the open paths needs a valid bearer token."""
-    if request.app[CONFIG].auth_enabled and request.path not in OPEN_PATHS:
+    if (
+        request.app[CONFIG].auth_enabled
+        and request.path not in OPEN_PATHS
+        and not is_node_request(request)  # internal endpoints: proven by the node credential
+    ):
         request[PRINCIPAL] = request.app[ICEBERG].auth.verify(request.headers.get("Authorization"))
     return await handler(request)
