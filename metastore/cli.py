@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -138,6 +139,12 @@ def serve(config: ServerConfig) -> int:
         reason = exc.strerror or str(exc)
         _refuse(f"data_dir: cannot use {str(config.data_dir)!r} ({reason})")
         return 2
+    try:
+        _check_address(config.host, config.port)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        _refuse(f"host/port: cannot listen on {config.host}:{config.port} ({reason})")
+        return 2
     logging.basicConfig(
         level=config.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -174,6 +181,17 @@ def _check_data_dir(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True)
     if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
         raise PermissionError(errno.EACCES, "not a writable directory")
+
+
+def _check_address(host: str, port: int) -> None:
+    """Bind (and release) every address ``host:port`` resolves to, as the server will:
+    a host that is not this machine's or a port in use is refused before startup."""
+    for family, kind, proto, _, address in socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    ):
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
 
 
 def _refuse(problem: str) -> None:

@@ -54,8 +54,14 @@ def check_type(setting: str, value: object, type_name: str) -> None:
 def check_range(setting: str, value: float, low: float, high: float) -> None:
     """Finite and within ``[low, high]`` (nan and infinities are refused)."""
     if not math.isfinite(value) or not low <= value <= high:
-        bounds = f"between {low:g} and {high:g}" if math.isfinite(high) else f"finite, >= {low:g}"
+        bounds = f"between {_num(low)} and {_num(high)}"
+        if not math.isfinite(high):
+            bounds = f"finite and >= {_num(low)}"
         raise ConfigError(setting, f"must be {bounds}, got {value!r}")
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
 
 
 def check_host(setting: str, host: str) -> None:

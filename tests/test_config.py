@@ -1,0 +1,268 @@
+"""Configuration fails closed: every setting the node does not recognise stops it.
+
+The rules are checked on ``ServerConfig.load`` exactly as ``metastore serve``
+resolves its settings, and a few representative refusals are checked end to end
+on a real ``metastore serve`` process: exit status 2, one line on stderr naming
+the setting, no traceback, and never a secret in the message.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from metastore.config import ENV_PREFIX, RANGES, SECRETS, ServerConfig
+from metastore.config_rules import ConfigError
+from metastore.procs import free_port
+
+SECRET = "correct-horse-battery"  # never to appear in a message
+
+REFUSED_ENV: list[tuple[str, str, str]] = [
+    # (variable, value, part of the message)
+    ("METASTORE_AUTH", "ON", "must be one of on, off, auto"),
+    ("METASTORE_AUTH", "true", "must be one of on, off, auto"),
+    ("METASTORE_AUTH", "1", "must be one of on, off, auto"),
+    ("METASTORE_AUTH", "On ", "must be one of on, off, auto"),
+    ("METASTORE_AUTH", "", "must be one of on, off, auto"),
+    ("METASTORE_AUTH", "disabled", "must be one of on, off, auto"),
+    ("METASTORE_AUTH_CLIENTS", "alice", "entry 1 is not id:secret"),
+    ("METASTORE_AUTH_CLIENTS", "alice:", "the secret must be 8-1024 characters"),
+    ("METASTORE_AUTH_CLIENTS", "alice:short", "the secret must be 8-1024 characters"),
+    ("METASTORE_AUTH_CLIENTS", f":{SECRET}", "entry 1: the client id must be"),
+    ("METASTORE_AUTH_CLIENTS", f"al ice:{SECRET}", "entry 1: the client id must be"),
+    ("METASTORE_AUTH_CLIENTS", f"-alice:{SECRET}", "entry 1: the client id must be"),
+    ("METASTORE_AUTH_CLIENTS", f" alice:{SECRET}", "entry 1: the client id must be"),
+    ("METASTORE_AUTH_CLIENTS", f"alice:{SECRET},", "entry 2 is not id:secret"),
+    ("METASTORE_AUTH_CLIENTS", f"alice:{SECRET},,bob:{SECRET}", "entry 2 is not id:secret"),
+    ("METASTORE_AUTH_CLIENTS", f"alice:{SECRET},alice:{SECRET}x", "'alice' is listed twice"),
+    ("METASTORE_AUTH_CLIENTS", f"alice: {SECRET}", "surrounding spaces"),
+    ("METASTORE_AUTH_CLIENTS", f"alice:{SECRET}\n", "control characters"),
+    ("METASTORE_AUTH_CLIENTS", f"alice:{SECRET}\x01x", "control characters"),
+    ("METASTORE_AUTH_CLIENTS", "alice:" + "x" * 1025, "the secret must be 8-1024 characters"),
+    ("METASTORE_TOKEN_TTL_SECONDS", "-1", "between 1 and 86400"),
+    ("METASTORE_TOKEN_TTL_SECONDS", "0", "between 1 and 86400"),
+    ("METASTORE_TOKEN_TTL_SECONDS", "31536000", "between 1 and 86400"),
+    ("METASTORE_TOKEN_TTL_SECONDS", "1e3", "cannot parse '1e3' as int"),
+    ("METASTORE_TOKEN_FAILURES_PER_CLIENT", "0", "between 1 and"),
+    ("METASTORE_TOKEN_FAILURES_PER_ADDRESS", "-3", "between 1 and"),
+    ("METASTORE_TOKEN_FAILURE_WINDOW_S", "nan", "got nan"),
+    ("METASTORE_TOKEN_FAILURE_WINDOW_S", "0", "between 1 and 86400"),
+    ("METASTORE_TOKEN_HASH_THREADS", "0", "between 1 and 64"),
+    ("METASTORE_TOKEN_HASH_QUEUE", "-1", "between 0 and"),
+    ("METASTORE_WAREHOUSE_IO", "{not json", "must be a JSON object"),
+    ("METASTORE_WAREHOUSE_IO", '{"s3.secret-access-key": 1}', "must be a JSON object"),
+    ("METASTORE_WAREHOUSE_IO", '["a"]', "must be a JSON object"),
+    ("METASTORE_WAREHOUSE", "relative/warehouse", "must be a URI"),
+    ("METASTORE_WAREHOUSE", "s3://bucket/../other", "must be a URI"),
+    ("METASTORE_WAREHOUSE", "file:///with space", "must be a URI"),
+    ("METASTORE_HOST", "", "must be an IP address or a host name"),
+    ("METASTORE_HOST", "not a host", "must be an IP address or a host name"),
+    ("METASTORE_HOST", "exa_mple.com", "must be an IP address or a host name"),
+    ("METASTORE_PORT", "0", "between 1 and 65535"),
+    ("METASTORE_PORT", "65536", "between 1 and 65535"),
+    ("METASTORE_PORT", " 8181", "cannot parse ' 8181' as int"),
+    ("METASTORE_PORT", "http", "cannot parse 'http' as int"),
+    ("METASTORE_FSYNC", "maybe", "cannot parse 'maybe' as bool"),
+    ("METASTORE_LOG_LEVEL", "VERBOSE", "must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
+    ("METASTORE_LEASE_SECONDS", "nan", "got nan"),
+    ("METASTORE_LEASE_SECONDS", "inf", "got inf"),
+    ("METASTORE_LEASE_SECONDS", "-1", "between 1 and 86400"),
+    ("METASTORE_FORWARD_TIMEOUT_S", "-inf", "got -inf"),
+    ("METASTORE_CONSISTENCY_WAIT_S", "0", "between 0.001 and 3600"),
+    ("METASTORE_MAX_BODY_BYTES", "0", "between 1024 and"),
+    ("METASTORE_MAX_OBJECT_BYTES", "10", "between 1024 and"),
+    ("METASTORE_MAX_CHANGES_PER_COMMIT", "0", "between 1 and 100000"),
+    ("METASTORE_CACHE_BYTES", "-5", "between 1048576 and"),
+    ("METASTORE_INDEX_STRIPE_BYTES", "2048", "must be >= index_embedded_bytes"),
+    ("METASTORE_RECENT_HEADS", "-1", "between 0 and 10000"),
+    ("METASTORE_PARTITIONS", "0", "between 1 and 10000"),
+    ("METASTORE_SESSION_TIMEOUT_MS", "10", "between 1000 and 3600000"),
+    ("METASTORE_DEFAULT_TENANT", "-bad", "invalid default_tenant name"),
+    ("METASTORE_DEFAULT_CATALOG", "a/b", "invalid default_catalog name"),
+    ("METASTORE_KAFKA", "host:notaport", "must be host:port"),
+    ("METASTORE_KAFKA", "a:9092,,b:9092", "must be host:port"),
+    ("METASTORE_KAFKA", "a:99999", "must be host:port"),
+    ("METASTORE_ADVERTISED_URL", "ftp://node:8181", "must be an http:// or https:// URL"),
+    ("METASTORE_ADVERTISED_URL", "http://", "must be an http:// or https:// URL"),
+    ("METASTORE_ADVERTISED_URL", "http://node:99999", "must be an http:// or https:// URL"),
+    ("METASTORE_ADVERTISED_URL", "http://user:pw@node", "must be an http:// or https:// URL"),
+    ("METASTORE_TOPIC_PREFIX", "a b", "must be 1-200 of"),
+    ("METASTORE_CLUSTER_ID", "", "must be 1-200 of"),
+]
+
+
+@pytest.mark.parametrize(("variable", "value", "problem"), REFUSED_ENV)
+def test_a_bad_setting_is_refused_naming_its_variable(
+    variable: str, value: str, problem: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        ServerConfig.load({}, env={variable: value})
+    message = str(refused.value)
+    assert message.startswith(f"{variable}: "), message
+    assert problem in message, message
+    assert "\n" not in message
+    assert SECRET not in message
+
+
+def test_secret_values_are_never_quoted() -> None:
+    for variable, value in [
+        ("METASTORE_AUTH_CLIENTS", "alice-has-no-colon-secret"),
+        ("METASTORE_AUTH_CLIENTS", "alice:tiny"),
+        ("METASTORE_WAREHOUSE_IO", '{"s3.secret-access-key": ["hunter2-secret"]}'),
+    ]:
+        with pytest.raises(ConfigError) as refused:
+            ServerConfig.load({}, env={variable: value})
+        for part in ("alice-has-no-colon-secret", "tiny", "hunter2-secret"):
+            assert part not in str(refused.value)
+
+
+def test_accepted_settings() -> None:
+    env = {
+        "METASTORE_AUTH": "on",
+        "METASTORE_AUTH_CLIENTS": f"alice:{SECRET},bob.svc-1:{SECRET}:with:colons",
+        "METASTORE_HOST": "::1",
+        "METASTORE_LOG_LEVEL": "debug",
+        "METASTORE_ADVERTISED_URL": "https://node-1.example:8443/",
+        "METASTORE_WAREHOUSE": "s3://bucket/warehouse",
+        "METASTORE_WAREHOUSE_IO": '{"s3.endpoint": "http://127.0.0.1:9000"}',
+        "METASTORE_LEASE_SECONDS": "1.5",
+        "METASTORE_FSYNC": "off",
+    }
+    config = ServerConfig.load({}, env=env)
+    assert config.clients == {"alice": SECRET, "bob.svc-1": f"{SECRET}:with:colons"}
+    assert config.auth_enabled and not config.fsync and config.lease_seconds == 1.5
+    assert config.url == "https://node-1.example:8443"
+    bootstrap = "[::1]:9092,broker-2,SSL://broker-3.example:9093"
+    assert ServerConfig(kafka=bootstrap, auth="off").cluster_mode
+
+
+@pytest.mark.parametrize(
+    ("auth", "host", "enabled"),
+    [
+        ("auto", "127.0.0.1", False),
+        ("auto", "127.0.0.2", False),
+        ("auto", "localhost", False),
+        ("auto", "::1", False),
+        ("auto", "0.0.0.0", True),
+        ("auto", "::", True),
+        ("auto", "10.1.2.3", True),
+        ("auto", "node-1", True),
+        ("on", "127.0.0.1", True),
+        ("off", "0.0.0.0", False),
+    ],
+)
+def test_auth_is_on_unless_off_or_loopback_only(auth: str, host: str, enabled: bool) -> None:
+    assert ServerConfig(auth=auth, host=host).auth_enabled is enabled
+
+
+def test_every_numeric_setting_is_range_checked() -> None:
+    """Negative, nan and infinite values of every int or float setting are refused,
+    also for settings without a declared range, so a new setting cannot skip it."""
+    numeric = [f for f in fields(ServerConfig) if str(f.type) in ("int", "float")]
+    assert {f.name for f in numeric} >= set(RANGES)
+    for f in numeric:
+        bad: list[object] = [-1, True] if f.type == "int" else [-1.0, math.nan, math.inf]
+        for value in bad:
+            with pytest.raises(ConfigError) as refused:
+                ServerConfig(**{f.name: value})  # type: ignore[arg-type]
+            assert refused.value.setting == f.name, (f.name, value)
+
+
+def test_types_are_checked_when_built_directly() -> None:
+    for name, value in [("port", "8181"), ("fsync", 1), ("auth", None), ("host", 127)]:
+        with pytest.raises(ConfigError) as refused:
+            ServerConfig(**{name: value})  # type: ignore[arg-type]
+        assert str(refused.value).startswith(f"{name}: must be ")
+
+
+def test_flags_are_named_as_flags_and_override_the_environment() -> None:
+    with pytest.raises(ConfigError) as refused:
+        ServerConfig.load({"port": 0}, env={"METASTORE_PORT": "8181"})
+    assert str(refused.value).startswith("--port: ")
+    assert ServerConfig.load({"port": 9000}, env={"METASTORE_PORT": "0"}).port == 9000
+    with pytest.raises(ConfigError) as refused:
+        ServerConfig.load({"host": "0.0.0.0", "kafka": "k:9092"}, env={})
+    assert "advertised_url is required" in str(refused.value)
+
+
+def test_describe_never_shows_secrets() -> None:
+    config = ServerConfig(
+        auth_clients=f"alice:{SECRET}", warehouse_io='{"s3.secret-access-key": "hunter2-x"}'
+    )
+    shown = repr(config.describe())
+    assert SECRET not in shown and "hunter2-x" not in shown
+    assert {name for name in SECRETS if config.describe()[name] == "***"} == {
+        "auth_clients",
+        "warehouse_io",
+    }
+
+
+# --- metastore serve, a real process ------------------------------------------------------
+
+
+def serve(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
+    command = [sys.executable, "-m", "metastore", "serve", "--port", str(free_port()), *args]
+    if "--data-dir" not in args:
+        command += ["--data-dir", str(tmp_path / "data")]
+    return subprocess.run(
+        command,
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def assert_refused(done: subprocess.CompletedProcess[str], *parts: str) -> None:
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("metastore: invalid configuration: "), lines[0]
+    for part in parts:
+        assert part in lines[0], lines[0]
+    assert "Traceback" not in done.stderr + done.stdout
+    assert SECRET not in done.stderr + done.stdout
+
+
+@pytest.mark.parametrize(
+    ("env", "parts"),
+    [
+        ({"METASTORE_AUTH": "ON"}, ("METASTORE_AUTH: must be one of on, off, auto",)),
+        ({"METASTORE_AUTH_CLIENTS": "alice:short"}, ("METASTORE_AUTH_CLIENTS", "'alice'")),
+        ({"METASTORE_AUTH_CLIENTS": f"a:{SECRET},a:{SECRET}"}, ("listed twice",)),
+        ({"METASTORE_TOKEN_TTL_SECONDS": "-5"}, ("METASTORE_TOKEN_TTL_SECONDS",)),
+        ({"METASTORE_LEASE_SECONDS": "nan"}, ("METASTORE_LEASE_SECONDS", "nan")),
+        ({"METASTORE_LOG_LEVEL": "LOUD"}, ("METASTORE_LOG_LEVEL",)),
+    ],
+)
+def test_serve_refuses_a_bad_setting_with_one_line_and_status_2(
+    tmp_path: Path, env: dict[str, str], parts: tuple[str, ...]
+) -> None:
+    assert_refused(serve(tmp_path, env=env), *parts)
+    assert not (tmp_path / "data").exists()  # refused before touching anything
+
+
+def test_serve_names_a_bad_flag(tmp_path: Path) -> None:
+    assert_refused(serve(tmp_path, "--host", "not a host"), "--host: ")
+    assert_refused(serve(tmp_path, "--partitions", "0"), "--partitions: ")
+
+
+def test_serve_refuses_an_unusable_data_dir(tmp_path: Path) -> None:
+    occupied = tmp_path / "a-file"
+    occupied.write_text("not a directory")
+    assert_refused(serve(tmp_path, "--data-dir", str(occupied / "data")), "data_dir: ")
+
+
+def test_serve_refuses_an_address_it_cannot_listen_on(tmp_path: Path) -> None:
+    # 192.0.2.1 (TEST-NET-1) is never an address of this machine: bind fails, nothing is sent
+    assert_refused(serve(tmp_path, "--host", "192.0.2.1"), "cannot listen on 192.0.2.1")
