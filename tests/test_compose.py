@@ -33,6 +33,8 @@ import pytest
 import yaml
 
 from metastore.cli import _parser
+from metastore.cluster.config import PROPERTIES_ENV, PROPERTIES_FILE_ENV, properties_from_env
+from metastore.cluster.peer_auth import MIN_SECRET_LENGTH
 from metastore.config import ENV_PREFIX, ServerConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -201,6 +203,8 @@ def _env_read_by_cli() -> frozenset[str]:
 
 
 TOPICS_ENV = _env_read_by_cli()
+# read when `metastore topics` runs (the same Kafka connection settings as the nodes')
+KAFKA_ENV = frozenset({PROPERTIES_ENV, PROPERTIES_FILE_ENV})
 SERVE_ENV = frozenset(ENV_PREFIX + f.name.upper() for f in fields(ServerConfig))
 
 
@@ -241,7 +245,7 @@ def check_environment(compose: Compose) -> Problems:
     """Every METASTORE_* variable is one the service's command actually reads."""
     problems = []
     for name, svc in metastore_services(compose).items():
-        known = TOPICS_ENV if role(name) == ("topics", "create") else SERVE_ENV
+        known = TOPICS_ENV | KAFKA_ENV if role(name) == ("topics", "create") else SERVE_ENV
         for key in environment(svc):
             if key.startswith(ENV_PREFIX) and key not in known:
                 problems.append(f"{name}: {key} is not read by `metastore {' '.join(role(name))}`")
@@ -271,6 +275,38 @@ def check_topics_agree(compose: Compose) -> Problems:
             problems.append(f"{name}: partitions {config.partitions} != {job.partitions}")
     if len({config.cluster_id for config in found.values()}) > 1:
         problems.append("nodes disagree on the cluster id")
+    try:
+        job_properties = properties_from_env(environment(services(compose)[job_name]))
+    except ValueError as exc:
+        return [*problems, f"{job_name}: {exc}"]
+    for name, config in found.items():
+        if config.kafka_client_properties != job_properties:
+            problems.append(f"{name}: Kafka properties differ from the topics job's")
+    return problems
+
+
+def check_security(compose: Compose) -> Problems:
+    """The nodes run with auth on, a bootstrap client, and one cluster secret (the same on
+    every node, or the nodes refuse each other's requests), and the file says to change
+    the values it ships."""
+    problems = []
+    found = nodes(compose)
+    for name, config in found.items():
+        if not config.auth_enabled:
+            problems.append(f"{name}: auth is off")
+        if not config.clients:
+            problems.append(f"{name}: no bootstrap client (METASTORE_AUTH_CLIENTS)")
+        if len(config.cluster_key) < MIN_SECRET_LENGTH:
+            problems.append(f"{name}: no cluster secret")
+    if len({config.cluster_key for config in found.values()}) > 1:
+        problems.append("the nodes' cluster secrets differ: they would refuse each other")
+    if len({config.auth_clients for config in found.values()}) > 1:
+        problems.append("the nodes bootstrap different clients")
+    shipped = [c.cluster_key for c in found.values()] + [
+        s for c in found.values() for s in c.clients.values()
+    ]
+    if not all("CHANGE-ME" in value for value in shipped):
+        problems.append("a shipped secret is not marked CHANGE-ME")
     return problems
 
 
@@ -541,6 +577,7 @@ COMPOSE_CHECKS: list[Callable[[Compose], Problems]] = [
     check_healthchecks,
     check_volumes,
     check_build,
+    check_security,
 ]
 
 
@@ -692,6 +729,43 @@ def _other_build_context(c: Compose) -> None:
     _node(c)["build"] = "./docs"
 
 
+def _no_cluster_secret(c: Compose) -> None:
+    del _node(c, 3)["environment"]["METASTORE_CLUSTER_SECRET"]
+
+
+def _short_cluster_secret(c: Compose) -> None:
+    _node(c, 2)["environment"]["METASTORE_CLUSTER_SECRET"] = "CHANGE-ME-short"
+
+
+def _other_cluster_secret(c: Compose) -> None:
+    _node(c, 2)["environment"]["METASTORE_CLUSTER_SECRET"] = "CHANGE-ME-" + "x" * 40
+
+
+def _auth_off(c: Compose) -> None:
+    _node(c)["environment"]["METASTORE_AUTH"] = "off"
+
+
+def _no_clients(c: Compose) -> None:
+    del _node(c)["environment"]["METASTORE_AUTH_CLIENTS"]
+
+
+def _real_looking_secret(c: Compose) -> None:
+    for n in (1, 2, 3):
+        _node(c, n)["environment"]["METASTORE_CLUSTER_SECRET"] = "s" * 40
+
+
+def _refused_kafka_property(c: Compose) -> None:
+    _node(c)["environment"][PROPERTIES_ENV] = '{"enable.auto.commit": "true"}'
+
+
+def _kafka_properties_differ(c: Compose) -> None:
+    _node(c)["environment"][PROPERTIES_ENV] = '{"security.protocol": "SSL"}'
+
+
+def _kafka_properties_on_topics(c: Compose) -> None:
+    services(c)["topics"]["environment"][PROPERTIES_ENV] = '{"security.protocol": "SSL"}'
+
+
 CASES: list[tuple[Callable[[Compose], None], Callable[[Compose], Problems], str]] = [
     (_bogus_flag, check_commands, "rejected by the CLI"),
     (_wrong_subcommand, check_commands, "expected ('topics', 'create')"),
@@ -719,6 +793,15 @@ CASES: list[tuple[Callable[[Compose], None], Callable[[Compose], Problems], str]
     (_shared_volume, check_volumes, "shares volume metastore-1-data"),
     (_data_dir_not_on_volume, check_volumes, "not a named volume"),
     (_other_build_context, check_build, "not built from Dockerfile"),
+    (_no_cluster_secret, check_commands, "needs a cluster secret"),
+    (_short_cluster_secret, check_commands, "at least 32 characters"),
+    (_other_cluster_secret, check_security, "cluster secrets differ"),
+    (_auth_off, check_security, "metastore-1: auth is off"),
+    (_no_clients, check_security, "metastore-1: no bootstrap client"),
+    (_real_looking_secret, check_security, "not marked CHANGE-ME"),
+    (_refused_kafka_property, check_commands, "'enable.auto.commit' may not be set"),
+    (_kafka_properties_differ, check_topics_agree, "metastore-1: Kafka properties differ"),
+    (_kafka_properties_on_topics, check_topics_agree, "Kafka properties differ"),
 ]
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from metastore.cluster import topics
 from metastore.cluster.config import ClusterConfig
+from metastore.cluster.peer_auth import PeerKey
 from metastore.cluster.records import partition_for
 from metastore.procs import NodeProcess
 
@@ -30,8 +31,10 @@ class Cluster:
         size: int = 3,
         partitions: int = 12,
         env: dict[str, str] | None = None,
+        node_type: type[NodeProcess] = NodeProcess,
     ) -> None:
         self.env = env
+        self.node_type = node_type
         self.config = ClusterConfig(bootstrap, prefix=prefix, cluster=prefix, partitions=partitions)
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
@@ -44,7 +47,7 @@ class Cluster:
             "--cluster-id", self.config.cluster,
             "--partitions", str(self.config.partitions),
         )  # fmt: skip
-        return NodeProcess(
+        return self.node_type(
             self.root / f"node{i}" / "data",
             port=port,
             extra_args=args,
@@ -109,7 +112,7 @@ class Cluster:
             assert "Traceback" not in text, f"{node.url} logged an error:\n{node.log_tail(60)}"
 
 
-def get_json(url: str, timeout: float = 10.0) -> Any:
+def get_json(url: str | urllib.request.Request, timeout: float = 10.0) -> Any:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             return json.loads(response.read())
@@ -122,6 +125,12 @@ def health(node: NodeProcess) -> dict[str, Any]:
     return body
 
 
-def view_state(node: NodeProcess) -> dict[str, Any]:
-    body: dict[str, Any] = get_json(node.url + "/internal/v1/view", timeout=60)
+def view_state(node: NodeProcess, secret: str = "") -> dict[str, Any]:
+    """The node's view (an internal endpoint: signed as a node when a secret is given)."""
+    path = "/internal/v1/view"
+    headers = {}
+    if secret:
+        headers = PeerKey(secret).sign("GET", node.url, path, b"", sender="http://tests")
+    request = urllib.request.Request(node.url + path, headers=headers)
+    body: dict[str, Any] = get_json(request, timeout=60)
     return body
