@@ -14,15 +14,11 @@ import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from metastore import __version__
 from metastore.config import ServerConfig
-
-if TYPE_CHECKING:
-    from metastore.cluster.config import ClusterConfig
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -198,16 +194,6 @@ def _refuse(problem: str) -> None:
     print(f"metastore: invalid configuration: {problem}", file=sys.stderr)
 
 
-def kafka_hint(config: ClusterConfig) -> str:
-    """What a failed broker call should name: the connection settings it used."""
-    from metastore.cluster.config import redacted
-
-    shown = redacted(config.kafka_properties)
-    if not shown:
-        return f" (brokers {config.bootstrap}, no Kafka properties set)"
-    return f" (brokers {config.bootstrap}, Kafka properties {shown})"
-
-
 def topics(args: argparse.Namespace) -> int:
     from metastore.cluster import topics as changelog
     from metastore.cluster.config import ClusterConfig, properties_from_env
@@ -236,7 +222,7 @@ def topics(args: argparse.Namespace) -> int:
                 print(f"found {name} (existing: checked, not recreated)")
         problems = changelog.check(config, timeout=args.timeout)
     except changelog.TopicsError as exc:
-        print(f"metastore: {exc}{kafka_hint(config)}", file=sys.stderr)
+        print(f"metastore: {exc} ({config.connection()})", file=sys.stderr)
         return 2
     if problems:
         print(f"{len(problems)} problem(s) with the topics:", file=sys.stderr)

@@ -68,6 +68,14 @@ class Records:
             return EntityKey.decode(key).name.removeprefix(PREFIX)
         return None
 
+    def inside(self, location: Location) -> list[str]:
+        """The held locations equal to ``location`` or inside it."""
+        held = [str(location)] if self.holder(str(location)) is not None else []
+        below = record_key(str(location) + "/").encode()
+        return held + [
+            EntityKey.decode(key).name.removeprefix(PREFIX) for key, _ in self._index.items(below)
+        ]
+
 
 def record_key(location: str) -> EntityKey:
     return EntityKey(Kind.SYSTEM, (), PREFIX + location)

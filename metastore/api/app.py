@@ -45,6 +45,7 @@ from metastore.commits import Committer, EngineLimits
 from metastore.config import ServerConfig
 from metastore.consistency import ConsistencyToken
 from metastore.errors import AlreadyExists
+from metastore.iceberg.context import ICEBERG
 from metastore.iceberg.setup import setup_iceberg
 from metastore.ids import SnowflakeGenerator
 from metastore.index import IndexLimits
@@ -206,6 +207,9 @@ def _stats(
         "metastore_cache_misses_total": ("counter", "object cache misses", cache.misses),
         "metastore_cache_bytes": ("gauge", "bytes of cached objects", cache.size_bytes),
     }
+    iceberg = app.get(ICEBERG)
+    if iceberg is not None:
+        stats |= iceberg.tables.purges.stats()
     node = app.get(CLUSTER)
     if node is not None:
         routing = app[ROUTING_STATS]

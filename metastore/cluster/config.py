@@ -187,6 +187,13 @@ class ClusterConfig:
             f"kafka_properties={redacted(self.kafka_properties)})"
         )
 
+    def connection(self) -> str:
+        """The connection settings, fit for an error line (secret values masked)."""
+        shown = redacted(self.kafka_properties)
+        if not shown:
+            return f"brokers {self.bootstrap}, no Kafka properties set"
+        return f"brokers {self.bootstrap}, Kafka properties {shown}"
+
     @property
     def refs_topic(self) -> str:
         return f"{self.prefix}.refs"

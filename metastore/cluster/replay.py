@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 from rocksdict import AccessType, Options, Rdict
 from tqdm import tqdm
 
@@ -197,6 +197,9 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         )
     except MetastoreError as exc:
         print(f"metastore replay: {exc}", file=sys.stderr)
+        return 3
+    except KafkaException as exc:  # e.g. a Kafka property librdkafka refuses
+        print(f"metastore replay: Kafka client: {exc} ({config.connection()})", file=sys.stderr)
         return 3
     print(summary.render(), file=out)
     return 0

@@ -1,10 +1,11 @@
-"""Table files through pyiceberg's FileIO: metadata.json writes and reads, locations, purge.
+"""Table files through pyiceberg's FileIO: metadata.json writes and reads, locations.
 
-Every table and view location, and every metadata file the server reads or
-writes, lies under the catalog's warehouse root ``<warehouse>/<tenant>/<catalog>``:
-a client cannot point the server at files outside it (register, create with a
-location, set-location), and a purge deletes only files under the table's own
-location, whatever its manifests list.
+Every table and view location, and every file the server reads or writes for
+one, lies inside the catalog's root ``<warehouse>/<tenant>/<catalog>`` and inside
+the table's or view's own location, by the one rule of ``metastore.locations``
+(normalized, compared by segments, symlinks resolved): a client cannot point the
+server at files outside (register, create with a location, ``set-location``,
+``write.metadata.path``). Deleting files is ``purge.py``'s.
 """
 
 from __future__ import annotations
@@ -16,14 +17,17 @@ from collections.abc import Mapping
 from urllib.parse import quote
 
 from pyiceberg.catalog import MetastoreCatalog as PyCatalog
+from pyiceberg.exceptions import ValidationError as IcebergValidationError
 from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.serializers import FromInputFile, ToOutputFile
-from pyiceberg.table.locations import load_location_provider
 from pyiceberg.table.metadata import TableMetadata
 
-from metastore.errors import BadRequest, ValidationFailed
+from metastore.errors import BadRequest, NotFound
+from metastore.locations import catalog_root, check_inside
 
 log = logging.getLogger(__name__)
+
+METADATA_PATH = "write.metadata.path"
 
 
 def _segment(name: str) -> str:
@@ -38,35 +42,39 @@ class Warehouse:
         self.root = root.rstrip("/")
         self._properties = dict(io_properties)
 
-    def catalog_root(self, tenant: str, catalog: str) -> str:
-        return f"{self.root}/{tenant}/{catalog}"
+    def catalog_roots(self, tenant: str, catalog: str) -> tuple[str, ...]:
+        """Where a catalog's tables and views may lie (one root per catalog today)."""
+        return (catalog_root(self.root, tenant, catalog),)
 
     def default_location(
         self, tenant: str, catalog: str, namespace: tuple[str, ...], name: str
     ) -> str:
         parts = [_segment(p) for p in (*namespace, name)]
-        return "/".join([self.catalog_root(tenant, catalog), *parts])
+        return "/".join([catalog_root(self.root, tenant, catalog), *parts])
 
-    def check_inside(self, location: str, tenant: str, catalog: str, what: str) -> str:
-        """``location`` normalized, or 400 if it is not under the catalog's root."""
-        if not isinstance(location, str) or not location:
-            raise ValidationFailed(f"{what} must be a non-empty string")
-        root = self.catalog_root(tenant, catalog)
-        text = location.rstrip("/")
-        if text.startswith("/") and root.startswith("file://"):
-            text = "file://" + text
-        rest = text[len(root) + 1 :].split("/") if text.startswith(root + "/") else None
-        if rest is None or any(seg in ("", ".", "..") for seg in rest):
-            raise BadRequest(f"{what} {location!r} is outside this catalog's warehouse {root}/")
-        return text
+    def check_location(self, location: object, tenant: str, catalog: str, what: str) -> str:
+        """``location`` normalized, if it lies below the catalog's root (else 400).
+
+        Touches the filesystem for ``file://`` (symlinks): call it off the event loop.
+        """
+        return check_inside(location, self.catalog_roots(tenant, catalog), what, resolve=True)
 
     def io(self, location: str) -> FileIO:
         return load_file_io(self._properties, location)
 
     def new_metadata_location(self, metadata: TableMetadata, previous: str | None) -> str:
+        """Where the next metadata.json of a table goes: under ``write.metadata.path`` or
+        ``<location>/metadata``, both inside the table's location (400 otherwise).
+
+        Computed here, never by a location provider named in the table's properties:
+        that would make the server import and run a class a client chose.
+        """
         version = PyCatalog._parse_metadata_version(previous) + 1 if previous else 0
-        provider = load_location_provider(metadata.location, metadata.properties)
-        return provider.new_table_metadata_file_location(version)
+        directory = metadata.properties.get(METADATA_PATH) or f"{metadata.location}/metadata"
+        directory = check_inside(
+            directory, [metadata.location], f"property {METADATA_PATH}", strict=False, resolve=True
+        )
+        return f"{directory}/{version:05d}-{uuid.uuid4()}.metadata.json"
 
     def new_view_metadata_location(self, location: str, previous: str | None) -> str:
         version = PyCatalog._parse_metadata_version(previous) + 1 if previous else 0
@@ -83,53 +91,31 @@ class Warehouse:
             out.write(text.encode())
 
     def read_table_metadata(self, location: str) -> TableMetadata:
+        """The table metadata in the file at ``location``; 400 for anything else there."""
         io = self.io(location)
         try:
             return FromInputFile.table_metadata(io.new_input(location))
         except FileNotFoundError:
             raise BadRequest(f"no metadata file at {location}") from None
-        except (ValueError, OSError) as exc:
-            raise BadRequest(f"cannot read table metadata at {location}: {exc}") from None
+        except (ValueError, LookupError, TypeError, OSError, IcebergValidationError) as exc:
+            # pyiceberg's parser raises all of these on JSON that is not table metadata
+            # (a view's metadata file fails with a KeyError on "schema")
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
+            raise BadRequest(f"{location} is not a table metadata file: {first}") from None
 
     def read_bytes(self, location: str) -> bytes:
-        with self.io(location).new_input(location).open() as stream:
-            data: bytes = stream.read()
-            return data
+        """A metadata file the server wrote; 404 if it is gone (its table was purged)."""
+        try:
+            with self.io(location).new_input(location).open() as stream:
+                data: bytes = stream.read()
+                return data
+        except FileNotFoundError:
+            raise NotFound(
+                f"metadata file {location} no longer exists: its table or view was purged"
+            ) from None
 
     def delete_quietly(self, location: str) -> None:
         try:
             self.io(location).delete(location)
-        except (OSError, ValueError):
-            log.warning("could not delete %s", location, exc_info=True)
-
-    def purge(self, metadata: TableMetadata, metadata_location: str | None) -> int:
-        """Delete the table's files that lie under its location; returns how many were deleted."""
-        root = metadata.location.rstrip("/") + "/"
-        io = self.io(metadata.location)
-        files: set[str] = set()
-        for snapshot in metadata.snapshots:
-            files.add(snapshot.manifest_list)
-            try:
-                manifests = snapshot.manifests(io)
-            except (OSError, ValueError):
-                log.warning("purge: cannot read manifest list %s", snapshot.manifest_list)
-                continue
-            for manifest in manifests:
-                files.add(manifest.manifest_path)
-                try:
-                    entries = manifest.fetch_manifest_entry(io, discard_deleted=False)
-                except (OSError, ValueError):
-                    log.warning("purge: cannot read manifest %s", manifest.manifest_path)
-                    continue
-                files.update(entry.data_file.file_path for entry in entries)
-        files.update(entry.metadata_file for entry in metadata.metadata_log)
-        if metadata_location:
-            files.add(metadata_location)
-        deleted = 0
-        for path in sorted(files):
-            if not path.startswith(root):
-                log.warning("purge: %s is outside the table location %s; kept", path, root)
-                continue
-            self.delete_quietly(path)
-            deleted += 1
-        return deleted
+        except (OSError, ValueError) as exc:
+            log.warning("could not delete %s: %s", location, exc)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -82,7 +83,8 @@ async def create_table(request: web.Request) -> web.Response:
     _, body = await body_as(request, "iceberg_create_table", CreateTableBody)
     key = table_key(namespace, check_name("table", body.name))
     tables = call.iceberg.tables
-    metadata = tables.new_metadata(
+    metadata = await asyncio.to_thread(
+        tables.new_metadata,
         call.tenant,
         call.catalog,
         key,
@@ -97,7 +99,7 @@ async def create_table(request: web.Request) -> web.Response:
         with iceberg_errors():
             staged = metadata.model_dump(mode="json", by_alias=True, exclude_none=True)
         return json_response({"metadata-location": None, "metadata": staged, "config": {}})
-    location = tables.warehouse.new_metadata_location(metadata, None)
+    location = await asyncio.to_thread(tables.warehouse.new_metadata_location, metadata, None)
     try:
         state = await tables.create(
             call.tenant,
@@ -124,10 +126,9 @@ async def register_table(request: web.Request) -> web.Response:
     body = await read_json(request, "iceberg_register_table")
     key = table_key(namespace, check_name("table", body["name"]))
     tables = call.iceberg.tables
-    location = tables.warehouse.check_inside(
-        body["metadata-location"], call.tenant, call.catalog, "metadata location"
+    metadata, location = await asyncio.to_thread(
+        tables.read_registered, call.tenant, call.catalog, body["metadata-location"]
     )
-    metadata = tables.warehouse.read_table_metadata(location)
     replace = None
     if body.get("overwrite"):
         try:

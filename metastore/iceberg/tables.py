@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -51,8 +52,12 @@ from metastore.errors import (
 )
 from metastore.iceberg import pieces
 from metastore.iceberg.files import Warehouse
+from metastore.iceberg.purge import Purge, PurgeCounters, PurgeReport
+from metastore.iceberg.table_paths import added_paths, check_paths, check_properties
 from metastore.iceberg.updates import ModelCache, ModelKey, apply_updates
 from metastore.keys import EntityKey, Kind
+from metastore.location_index import Records
+from metastore.locations import normalize
 from metastore.model import Entity
 from metastore.objtypes import METADATA_PIECE
 from metastore.requirements import AssertEntityId, AssertVersion, Requirement
@@ -125,6 +130,7 @@ class Tables:
         self._codec = codec
         self.warehouse = warehouse
         self._models = ModelCache()
+        self.purges = PurgeCounters()
 
     # --- reads -------------------------------------------------------------------------
 
@@ -169,6 +175,22 @@ class Tables:
         except NoSuchTable:
             return None
 
+    def records(self, tenant: str, catalog: str) -> Records:
+        """The locations held by the catalog's live tables and views, at HEAD."""
+        objects = self._metastore.objects(tenant, catalog)
+        index = objects.index(self._metastore.head(tenant, catalog))
+        assert index is not None
+        return Records(index, objects.entity)
+
+    def default_location(self, tenant: str, catalog: str, key: EntityKey) -> str:
+        """``<catalog root>/<namespace...>/<name>``, or with a unique suffix when that is
+        held already (say by a table renamed away from this name): locations are unique,
+        and a client that names no location should not have to pick one."""
+        location = self.warehouse.default_location(tenant, catalog, key.namespace, key.name)
+        if self.records(tenant, catalog).overlapping(normalize(location)) is None:
+            return location
+        return f"{location}-{uuid.uuid4().hex}"
+
     # --- create / register -------------------------------------------------------------
 
     def new_metadata(
@@ -182,10 +204,12 @@ class Tables:
         location: str | None,
         properties: dict[str, str],
     ) -> TableMetadata:
+        """The metadata of a new table (blocking: touches the filesystem for symlinks)."""
         if location:
-            location = self.warehouse.check_inside(location, tenant, catalog, "table location")
+            location = self.warehouse.check_location(location, tenant, catalog, "table location")
         else:
-            location = self.warehouse.default_location(tenant, catalog, key.namespace, key.name)
+            location = self.default_location(tenant, catalog, key)
+        check_properties(properties, location)
         with iceberg_errors():
             return new_table_metadata(
                 schema=schema,
@@ -194,6 +218,25 @@ class Tables:
                 location=location,
                 properties=dict(properties),
             )
+
+    def read_registered(
+        self, tenant: str, catalog: str, metadata_location: object
+    ) -> tuple[TableMetadata, str]:
+        """The metadata file a register names, and its normalized location (blocking).
+
+        The file must lie inside the catalog's root and inside its own table's
+        location, and so must every path it lists (manifest lists, metadata log,
+        statistics, location properties): a purge of the new table acts on them.
+        """
+        what = "metadata location"
+        location = self.warehouse.check_location(metadata_location, tenant, catalog, what)
+        metadata = self.warehouse.read_table_metadata(location)
+        table_location = self.warehouse.check_location(
+            metadata.location, tenant, catalog, "table location of the metadata file"
+        )
+        check_paths([(what, location), *added_paths(metadata, None, None)], table_location)
+        check_properties(metadata.properties, table_location)
+        return metadata, location
 
     async def create(
         self,
@@ -308,16 +351,18 @@ class Tables:
         with iceberg_errors():
             previous = current.metadata_location if current is not None else None
             new = apply_updates(base, change.updates, previous, _empty_metadata())
+        previous = current.metadata_location if current is not None else None
         if not new.location:
-            location = self.warehouse.default_location(
-                tenant, catalog, change.key.namespace, change.key.name
-            )
-            new = new.model_copy(update={"location": location})
+            location = self.default_location(tenant, catalog, change.key)
         else:
-            self.warehouse.check_inside(new.location, tenant, catalog, "table location")
-        location = self.warehouse.new_metadata_location(
-            new, current.metadata_location if current is not None else None
-        )
+            location = self.warehouse.check_location(
+                new.location, tenant, catalog, "table location"
+            )
+        if location != new.location:
+            new = new.model_copy(update={"location": location})
+        check_properties(new.properties, location)
+        check_paths(added_paths(new, base, previous), location)
+        location = self.warehouse.new_metadata_location(new, previous)
         text = new.model_dump_json()  # the spec's JSON, as pyiceberg writes metadata files
         self.warehouse.write_text(text, location)
         prepared.files.append(location)
@@ -334,7 +379,6 @@ class Tables:
         prepared: _Prepared,
         text: str | None = None,
     ) -> None:
-        self.warehouse.check_inside(new.location, tenant, catalog, "table location")
         text = text if text is not None else new.model_dump_json()
         metadata = json.loads(text)
         split = pieces.split(
@@ -347,8 +391,9 @@ class Tables:
             self.loader(tenant, catalog),
         )
         properties = dict(new.properties)
+        location = str(normalize(new.location, "table location"))  # as the location index has it
         if current is None:
-            prepared.changes.append(CreateEntity(key, properties, new.location, split.attachments))
+            prepared.changes.append(CreateEntity(key, properties, location, split.attachments))
         else:
             removals = tuple(k for k in current.entity.properties if k not in properties)
             prepared.requirements += [
@@ -356,7 +401,7 @@ class Tables:
                 AssertVersion(key, current.entity.version),
             ]
             prepared.changes.append(
-                UpdateEntity(key, properties, removals, new.location, split.attachments)
+                UpdateEntity(key, properties, removals, location, split.attachments)
             )
         for obj in split.objects:
             prepared.objects[obj.id] = obj
@@ -400,12 +445,31 @@ class Tables:
         )
         outcome = await self._metastore.commit(tenant, catalog, request)
         if state is not None:
-            metadata = state.model()
-            deleted = await asyncio.to_thread(
-                self.warehouse.purge, metadata, state.metadata_location
-            )
-            log.info("purged %d files of %s", deleted, key.display())
+            await asyncio.to_thread(self._purge, tenant, catalog, state)
         return outcome
+
+    def _purge(self, tenant: str, catalog: str, state: TableState) -> None:
+        """Delete the dropped table's own files (``purge.py``). The drop has committed:
+        whatever goes wrong now is logged and counted, never the request's outcome."""
+        report = PurgeReport()
+        try:
+            metadata = state.model()
+            location = normalize(metadata.location, "table location")
+            held = self.records(tenant, catalog).inside(location)  # taken since the drop
+            purge = Purge(metadata, state.metadata_location, held, self.warehouse.io)
+            report = purge.report
+            purge.run()
+        except Exception as exc:
+            log.warning("purge of %s failed: %s: %s", state.key.display(), type(exc).__name__, exc)
+            report.failed += 1
+        self.purges.add(report)
+        log.info(
+            "purged %s: %d files deleted, %d kept (outside its location), %d failed",
+            state.key.display(),
+            report.deleted,
+            report.kept,
+            report.failed,
+        )
 
 
 def _empty_metadata() -> TableMetadata:

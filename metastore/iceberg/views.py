@@ -13,7 +13,7 @@ import asyncio
 import copy
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import singledispatch
 from typing import Annotated, Any, Literal
 
@@ -42,6 +42,7 @@ from metastore.errors import (
 )
 from metastore.iceberg import pieces
 from metastore.iceberg.files import Warehouse
+from metastore.iceberg.table_paths import check_properties
 from metastore.iceberg.tables import MAX_REBASES, Tables, iceberg_errors
 from metastore.keys import EntityKey
 from metastore.model import Entity
@@ -242,10 +243,9 @@ class Views:
         extra: Record = lambda _: (),
     ) -> Json:
         self._metastore.get_entity(tenant, catalog, EntityKey.namespace_key(key.namespace))
-        if body.location:
-            location = self._warehouse.check_inside(body.location, tenant, catalog, "view location")
-        else:
-            location = self._warehouse.default_location(tenant, catalog, key.namespace, key.name)
+        location = await asyncio.to_thread(
+            self._location, tenant, catalog, key, body.location, body.properties
+        )
         schema = {**_dump(body.view_schema), "schema-id": 0}
         version = {**_dump(body.view_version), "schema-id": 0, "version-id": 1}
         metadata: Json = {
@@ -277,13 +277,32 @@ class Views:
             for requirement in body.requirements:
                 requirement.validate_view(current)
             new = apply_view_updates(current, body.updates)
-            self._warehouse.check_inside(new["location"], tenant, catalog, "view location")
+            new["location"] = await asyncio.to_thread(
+                self._location, tenant, catalog, key, new["location"], new.get("properties", {})
+            )
             try:
                 return await self._store(tenant, catalog, key, entity, new, principal, extra)
             except CommitConflict:
                 if attempt + 1 == MAX_REBASES:
                     raise
         raise AssertionError("unreachable")
+
+    def _location(
+        self,
+        tenant: str,
+        catalog: str,
+        key: EntityKey,
+        location: str | None,
+        properties: Mapping[str, str],
+    ) -> str:
+        """The view's normalized location inside the catalog, and its location properties
+        inside it (blocking: symlinks); 400 otherwise."""
+        if location:
+            location = self._warehouse.check_location(location, tenant, catalog, "view location")
+        else:
+            location = self._tables.default_location(tenant, catalog, key)
+        check_properties(properties, location)
+        return location
 
     async def _store(
         self,

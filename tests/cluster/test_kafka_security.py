@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from metastore.cli import kafka_hint
 from metastore.cluster.config import (
     PROPERTIES_ENV,
     PROPERTIES_FILE_ENV,
@@ -166,14 +165,14 @@ def test_json_values_become_librdkafka_strings() -> None:
 
 def test_secret_values_are_never_shown() -> None:
     config = secured()
-    shown = [repr(config), str(redacted(SASL)), kafka_hint(config)]
+    shown = [repr(config), str(redacted(SASL)), config.connection()]
     server = ServerConfig.load({}, env={PROPERTIES_ENV: json.dumps(SASL)})
     assert server.kafka_client_properties == SASL
     shown.append(json.dumps(server.describe()))
     for text in shown:
         for value in SECRET_VALUES:
             assert value not in text
-    assert "SASL_SSL" in repr(config) and "SCRAM-SHA-512" in kafka_hint(config)
+    assert "SASL_SSL" in repr(config) and "SCRAM-SHA-512" in config.connection()
     assert redacted(SASL)["sasl.password"] == "***"
     assert redacted(SASL)["sasl.username"] == "metastore"
 
@@ -181,8 +180,16 @@ def test_secret_values_are_never_shown() -> None:
 def test_a_refused_property_stops_the_node_with_one_line(tmp_path: Path) -> None:
     env = {**os.environ, PROPERTIES_ENV: '{"isolation.level": "read_uncommitted"}'}
     done = subprocess.run(
-        [sys.executable, "-m", "metastore", "serve", "--kafka", "127.0.0.1:1"]
-        + ["--data-dir", str(tmp_path / "data")],
+        [
+            sys.executable,
+            "-m",
+            "metastore",
+            "serve",
+            "--kafka",
+            "127.0.0.1:1",
+            "--data-dir",
+            str(tmp_path / "data"),
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -225,8 +232,9 @@ def _cli(*args: str, properties: dict[str, str]) -> subprocess.CompletedProcess[
 def test_topics_check_uses_the_security_settings(
     kafka_bootstrap: str, topic_prefix: str, properties: dict[str, str]
 ) -> None:
-    plain = _cli("topics", "check", "--kafka", kafka_bootstrap, "--prefix", topic_prefix,
-                 properties={})  # fmt: skip
+    plain = _cli(
+        "topics", "check", "--kafka", kafka_bootstrap, "--prefix", topic_prefix, properties={}
+    )
     assert plain.returncode == 1, plain.stderr  # reached the broker: the topics are missing
     done = _cli(
         "topics", "check", "--kafka", kafka_bootstrap, "--prefix", topic_prefix,
@@ -243,8 +251,15 @@ def test_a_property_librdkafka_refuses_is_a_clear_error(
     kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
 ) -> None:
     missing_ca = {"security.protocol": "SSL", "ssl.ca.location": str(tmp_path / "no-ca.pem")}
-    done = _cli("topics", "check", "--kafka", kafka_bootstrap, "--prefix", topic_prefix,
-                properties=missing_ca)  # fmt: skip
+    done = _cli(
+        "topics",
+        "check",
+        "--kafka",
+        kafka_bootstrap,
+        "--prefix",
+        topic_prefix,
+        properties=missing_ca,
+    )
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     assert "metastore: configure the Kafka client:" in done.stderr

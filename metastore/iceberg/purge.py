@@ -1,0 +1,163 @@
+"""Purge: delete a dropped table's files, only those inside its own location.
+
+Why this deletes no file another live table references: every path is
+normalized and must lie below the table's own location (symlinks resolved, see
+``metastore.locations``) or it is kept, never read and never deleted; the
+catalog's locations are unique and not nested (``metastore.location_index``), so
+no other live table or view holds a location overlapping this one; and a table
+or view that took this location (or one inside it) after the drop, e.g. by
+registering this table's metadata file, keeps every file under its location too
+(``held``). What another table references outside its own location (a manifest
+written by hand, files left behind by a ``set-location``) is not its own, and
+it is not protected.
+
+The drop has committed before the purge starts, so a purge never fails the
+request: what cannot be read or deleted is logged and counted
+(``metastore_purge_failures_total``), like every path kept for lying outside
+(``metastore_purge_kept_total``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pyiceberg.io import FileIO
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.snapshots import Snapshot
+
+from metastore.locations import Location, is_inside, normalize
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PurgeReport:
+    deleted: int = 0
+    kept: int = 0  # outside the table's own location (or held by another table)
+    failed: int = 0  # could not be read or deleted
+
+
+class PurgeCounters:
+    """Totals over every purge of this process, for ``/metrics`` (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.deleted = 0
+        self.kept = 0
+        self.failures = 0
+
+    def add(self, report: PurgeReport) -> None:
+        with self._lock:
+            self.deleted += report.deleted
+            self.kept += report.kept
+            self.failures += report.failed
+
+    def stats(self) -> dict[str, tuple[str, str, int]]:
+        return {
+            "metastore_purge_deleted_total": ("counter", "files deleted by purges", self.deleted),
+            "metastore_purge_kept_total": (
+                "counter",
+                "paths a purge kept for lying outside the table's own location",
+                self.kept,
+            ),
+            "metastore_purge_failures_total": (
+                "counter",
+                "files or purges that failed after the drop committed",
+                self.failures,
+            ),
+        }
+
+
+class Purge:
+    """One table's purge: collect its files (reading only its own), then delete them."""
+
+    def __init__(
+        self,
+        metadata: TableMetadata,
+        metadata_location: str | None,
+        held: Sequence[str],
+        io: Callable[[str], FileIO],
+    ) -> None:
+        self._metadata = metadata
+        self._metadata_location = metadata_location
+        self._own = normalize(metadata.location, "table location")
+        self._held = [normalize(location) for location in held]
+        self._io = io
+        self._seen: set[str] = set()
+        self._files: list[str] = []
+        self.report = PurgeReport()
+
+    def run(self) -> PurgeReport:
+        for snapshot in self._metadata.snapshots:
+            self._manifests(snapshot)
+        for entry in self._metadata.metadata_log:
+            self._take(entry.metadata_file, "metadata file")
+        for statistics in (*self._metadata.statistics, *self._metadata.partition_statistics):
+            self._take(statistics.statistics_path, "statistics file")
+        if self._metadata_location:
+            self._take(self._metadata_location, "metadata file")
+        for path in self._files:
+            self._delete(path)
+        return self.report
+
+    def _manifests(self, snapshot: Snapshot) -> None:
+        manifest_list = snapshot.manifest_list
+        if not self._take(manifest_list, "manifest list"):
+            return
+        try:
+            manifests = snapshot.manifests(self._io(manifest_list))
+        except Exception as exc:  # a broken file must not stop the rest of the purge
+            self._failed("read manifest list", manifest_list, exc)
+            return
+        for manifest in manifests:
+            if not self._take(manifest.manifest_path, "manifest"):
+                continue
+            try:
+                entries = manifest.fetch_manifest_entry(
+                    self._io(manifest.manifest_path), discard_deleted=False
+                )
+            except Exception as exc:
+                self._failed("read manifest", manifest.manifest_path, exc)
+                continue
+            for entry in entries:
+                self._take(entry.data_file.file_path, "data file")
+
+    def _take(self, path: str, what: str) -> bool:
+        """Queue ``path`` for deletion if it is this table's own; True if it is (once)."""
+        if path in self._seen:
+            return False
+        self._seen.add(path)
+        if not self._is_own(path):
+            log.warning(
+                "purge: %s %s is outside the location %s of the purged table; kept",
+                what,
+                path,
+                self._own,
+            )
+            self.report.kept += 1
+            return False
+        self._files.append(path)
+        return True
+
+    def _is_own(self, path: str) -> bool:
+        if not isinstance(path, str) or not is_inside(path, self._own, resolve=True):
+            return False
+        location: Location = normalize(path)
+        return not any(location.within(held) for held in self._held)
+
+    def _delete(self, path: str) -> None:
+        try:
+            self._io(path).delete(path)
+        except FileNotFoundError:
+            return  # gone already (expired, or a purge before this one)
+        except Exception as exc:
+            self._failed("delete", path, exc)
+            return
+        self.report.deleted += 1
+
+    def _failed(self, action: str, path: str, exc: Exception) -> None:
+        log.warning("purge: cannot %s %s: %s: %s", action, path, type(exc).__name__, exc)
+        self.report.failed += 1

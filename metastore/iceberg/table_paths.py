@@ -1,0 +1,73 @@
+"""Which paths of Iceberg metadata the server may act on, checked when they enter a table.
+
+A purge reads a table's manifest lists and deletes its metadata files, and the
+server writes metadata.json under ``write.metadata.path``: so each of these
+paths must lie inside the table's own location when a commit, a create or a
+register brings it in (400 otherwise, nothing written), and a purge re-checks
+them anyway (``purge.py``). Paths already in the table are not checked again
+on later commits: after a ``set-location`` the old files lie outside the new
+location, and the purge keeps them.
+
+Data and manifest paths live inside manifest files the server does not read at
+commit time; only the purge sees them, and keeps those outside the location.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from pyiceberg.table.metadata import TableMetadata
+
+from metastore.locations import check_inside
+
+# Properties naming where files go; pyiceberg, Java and Spark write files there.
+LOCATION_PROPERTIES = frozenset(
+    {
+        "write.metadata.path",
+        "write.data.path",
+        "write.object-storage.path",
+        "write.folder-storage.path",
+    }
+)
+
+
+def is_location_property(key: str) -> bool:
+    return key in LOCATION_PROPERTIES or (key.startswith("write.") and key.endswith(".path"))
+
+
+def check_properties(properties: Mapping[str, str], location: str) -> None:
+    """Every location property lies inside ``location`` (or is it); 400 otherwise."""
+    for key, value in properties.items():
+        if is_location_property(key):
+            check_inside(value, [location], f"property {key}", strict=False, resolve=True)
+
+
+def check_paths(paths: Iterable[tuple[str, str]], location: str) -> None:
+    """Each ``(what, path)`` lies below ``location``; 400 otherwise."""
+    for what, path in paths:
+        check_inside(path, [location], what, resolve=True)
+
+
+def added_paths(
+    new: TableMetadata, base: TableMetadata | None, previous: str | None
+) -> list[tuple[str, str]]:
+    """The paths ``new`` brings in that ``base`` did not have (all of them without a base).
+
+    ``previous`` (the metadata file the server wrote last, which it appends to the
+    metadata log itself) is not the client's and is not checked again.
+    """
+    known = set(_paths(base)) if base is not None else set()
+    if previous is not None:
+        known.add(("metadata-log entry", previous))
+    return [item for item in _paths(new) if item not in known]
+
+
+def _paths(metadata: TableMetadata) -> Iterable[tuple[str, str]]:
+    for snapshot in metadata.snapshots:
+        yield "manifest list", snapshot.manifest_list
+    for entry in metadata.metadata_log:
+        yield "metadata-log entry", entry.metadata_file
+    for statistics in metadata.statistics:
+        yield "statistics file", statistics.statistics_path
+    for partition_statistics in metadata.partition_statistics:
+        yield "partition statistics file", partition_statistics.statistics_path
