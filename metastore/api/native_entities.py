@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
@@ -15,6 +16,7 @@ from metastore.changes import Change, CreateEntity, DeleteEntity, RenameEntity, 
 from metastore.commits import CommitRequest
 from metastore.errors import BadRequest
 from metastore.keys import EntityKey, Kind
+from metastore.locations import catalog_root, check_inside
 from metastore.names import check_name, check_namespace
 from metastore.requirements import (
     AssertEmpty,
@@ -45,6 +47,20 @@ def _update(key: EntityKey, body: dict[str, Any]) -> UpdateEntity:
     return UpdateEntity(key, body.get("updates", {}), tuple(body.get("removals", [])))
 
 
+def _contained(request: web.Request, change: Change) -> Change:
+    """A location must lie inside the catalog's warehouse, by the same rule as on the
+    Iceberg API (``metastore.locations``); it is stored normalized. No symlinks to
+    resolve: the server never touches the files of a native entity."""
+    if not isinstance(change, CreateEntity | UpdateEntity) or change.location is None:
+        return change
+    if isinstance(change, UpdateEntity) and not change.sets_location:
+        return change
+    config = request.app[CONFIG]
+    root = catalog_root(config.warehouse_root, params.tenant(request), params.catalog(request))
+    what = f"{change.key.kind.label} location"
+    return replace(change, location=check_inside(change.location, [root], what))
+
+
 async def _commit_one(
     request: web.Request, change: Change, requirements: tuple[Requirement, ...], operation: str
 ) -> web.Response:
@@ -52,7 +68,7 @@ async def _commit_one(
     outcome = await request.app[METASTORE].commit(
         tenant,
         catalog,
-        CommitRequest(requirements, (change,), PRINCIPAL, operation),
+        CommitRequest(requirements, (_contained(request, change),), PRINCIPAL, operation),
     )
     entity = outcome.entities.get(change.key)
     if entity is None:
@@ -214,7 +230,7 @@ async def commit(request: web.Request) -> web.Response:
     if count > limit:
         raise BadRequest(f"{count} changes and requirements exceed the limit of {limit} per commit")
     requirements = tuple(_requirement(r) for r in body.get("requirements", []))
-    changes = tuple(_change(c) for c in body["changes"])
+    changes = tuple(_contained(request, _change(c)) for c in body["changes"])
     touched = [c.key for c in changes]
     if len(set(touched)) != len(touched):
         raise BadRequest("a commit may change each entity at most once")

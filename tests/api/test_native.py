@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+import pytest
+
+from metastore.procs import NodeProcess
 
 from .support import (
     Api,
@@ -15,6 +20,13 @@ from .support import (
 )
 
 TENANTS = "/api/v1/tenants"
+
+
+@pytest.fixture
+def place(node: NodeProcess, catalog: Catalog) -> Callable[[str], str]:
+    """A location inside the catalog's warehouse, where its tables and views must lie."""
+    root = (node.data_dir.resolve() / "warehouse" / catalog.tenant / catalog.name).as_uri()
+    return lambda path: f"{root}/{path}"
 
 
 async def walk(api: Api, path: str, key: str, page_size: int) -> list[list[dict[str, Any]]]:
@@ -226,12 +238,12 @@ async def test_delete_non_empty_namespace(catalog: Catalog) -> None:
 # --- tables and views -------------------------------------------------------------------
 
 
-async def test_tables_and_views_crud(catalog: Catalog) -> None:
+async def test_tables_and_views_crud(catalog: Catalog, place: Callable[[str], str]) -> None:
     api = catalog.api
     await catalog.create_namespace("ns")
-    table = await catalog.create(("ns",), "t", {"format": "parquet"}, location="s3://b/t")
+    table = await catalog.create(("ns",), "t", {"format": "parquet"}, location=place("t"))
     assert table == {**table, "kind": "table", "namespace": ["ns"], "name": "t", "version": 1}
-    assert table["location"] == "s3://b/t" and table["properties"] == {"format": "parquet"}
+    assert table["location"] == place("t") and table["properties"] == {"format": "parquet"}
     assert isinstance(table["entity-id"], str) and table["entity-id"].isdigit(), table
     got = assert_status(await api.get(catalog.entity(("ns",), "t")))
     assert got == table
@@ -239,10 +251,10 @@ async def test_tables_and_views_crud(catalog: Catalog) -> None:
     updated = await api.ok(
         "POST",
         catalog.entity(("ns",), "t"),
-        {"updates": {"owner": "me"}, "removals": ["format"], "location": "s3://b/t2"},
+        {"updates": {"owner": "me"}, "removals": ["format"], "location": place("t2")},
     )
     assert updated["version"] == 2 and updated["entity-id"] == table["entity-id"], updated
-    assert updated["properties"] == {"owner": "me"} and updated["location"] == "s3://b/t2"
+    assert updated["properties"] == {"owner": "me"} and updated["location"] == place("t2")
     stale = await api.post(catalog.entity(("ns",), "t"), {"updates": {}, "expected-version": 1})
     assert_error(stale, 409, "CommitFailedException")
 
@@ -288,11 +300,11 @@ async def test_table_listing_pages(catalog: Catalog) -> None:
     assert [t["name"] for p in pages for t in p] == names
 
 
-async def test_rename_across_namespaces(catalog: Catalog) -> None:
+async def test_rename_across_namespaces(catalog: Catalog, place: Callable[[str], str]) -> None:
     api = catalog.api
     await catalog.create_namespace("src")
     await catalog.create_namespace("dst")
-    table = await catalog.create(("src",), "t", {"k": "v"}, location="s3://x")
+    table = await catalog.create(("src",), "t", {"k": "v"}, location=place("x"))
     await catalog.create(("dst",), "taken")
     await catalog.create(("src",), "v", kind="views")
 
@@ -304,7 +316,7 @@ async def test_rename_across_namespaces(catalog: Catalog) -> None:
     assert_error(await api.get(catalog.entity(("src",), "t")), 404, "NoSuchTableException")
     moved = assert_status(await api.get(catalog.entity(("dst",), "u")))
     assert moved["entity-id"] == table["entity-id"], moved
-    assert moved["properties"] == {"k": "v"} and moved["location"] == "s3://x", moved
+    assert moved["properties"] == {"k": "v"} and moved["location"] == place("x"), moved
     assert moved["namespace"] == ["dst"] and moved["name"] == "u", moved
     last = (await catalog.history())[0]
     assert sorted((c["path"], c["action"]) for c in last["changes"]) == [
@@ -375,7 +387,7 @@ async def test_atomic_commit_with_failing_requirement_writes_nothing(catalog: Ca
     assert await catalog.ref() == ref
 
 
-async def test_atomic_commit_success(catalog: Catalog) -> None:
+async def test_atomic_commit_success(catalog: Catalog, place: Callable[[str], str]) -> None:
     api = catalog.api
     await catalog.create_namespace("ns")
     await catalog.create(("ns",), "existing", {"x": "1"})
@@ -394,7 +406,7 @@ async def test_atomic_commit_success(catalog: Catalog) -> None:
         ],
         "changes": [
             {"action": "create", "entity": entity_ref("namespace", "m"), "properties": {"p": "q"}},
-            {"action": "create", "entity": entity_ref("table", "m", "a"), "location": "s3://a"},
+            {"action": "create", "entity": entity_ref("table", "m", "a"), "location": place("a")},
             {"action": "create", "entity": entity_ref("view", "m", "b")},
             {
                 "action": "update",
@@ -427,7 +439,7 @@ async def test_atomic_commit_success(catalog: Catalog) -> None:
     ], commit
 
     assert assert_status(await api.get(catalog.ns("m")))["properties"] == {"p": "q"}
-    assert assert_status(await api.get(catalog.entity(("m",), "a")))["location"] == "s3://a"
+    assert assert_status(await api.get(catalog.entity(("m",), "a")))["location"] == place("a")
     assert_status(await api.get(catalog.entity(("m",), "b", "views")))
     assert assert_status(await api.get(catalog.entity(("ns",), "existing")))["version"] == 2
     assert_error(await api.get(catalog.entity(("ns",), "doomed")), 404)
