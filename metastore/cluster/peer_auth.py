@@ -75,7 +75,11 @@ def _digest(data: bytes) -> str:
 
 
 class PeerKey:
-    """Signs and checks node signatures with one cluster secret."""
+    """Signs and checks node signatures with one cluster secret.
+
+    ``sign`` may be called from any thread (the lease CAS signs in an executor);
+    ``verify`` keeps the accepted nonces and is called on the event loop only.
+    """
 
     def __init__(
         self,
