@@ -26,6 +26,7 @@ TENANT = "default"
 class Server:
     url: str
     data_dir: Path
+    node_urls: tuple[str, ...] = ()  # every node of a cluster (each has its own /metrics)
 
     def new_catalog(self) -> str:
         name = f"c{uuid.uuid4().hex[:10]}"
@@ -81,7 +82,7 @@ def _cluster_server(request: pytest.FixtureRequest, root: Path) -> Iterator[Serv
     )
     try:
         nodes.start()
-        yield Server(nodes.nodes[0].url, warehouse.parent)
+        yield Server(nodes.nodes[0].url, warehouse.parent, tuple(n.url for n in nodes.nodes))
         assert len(nodes.alive()) == 2, nodes.nodes[0].log_tail()
     finally:
         nodes.close()
