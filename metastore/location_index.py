@@ -7,7 +7,8 @@ index for every commit, whichever API sent it (``claim`` and ``release`` run
 inside ``CommitLogic``), so the check and the write are one atomic commit on the
 catalog's HEAD: two concurrent creates at overlapping locations cannot both land.
 
-Each held location is a system record ``location:<normalized location>`` naming the
+Each held location is a system record ``location:<key>`` (``Location.key``: the
+normalized, percent-decoded reading, so spellings a reader could confuse collide) naming the
 entity that holds it (by entity id, which a rename keeps). Records sort by
 location, so the three ways to overlap cost one lookup each: the same location
 (one key), an ancestor (one key per ancestor segment), a descendant (one seek to
@@ -48,33 +49,30 @@ class Records:
         self._index = index
         self._entity = entity
 
-    def holder(self, location: str) -> int | None:
-        """The entity id holding exactly ``location`` (normalized), if any."""
-        value = self._index.get(record_key(location).encode())
+    def holder(self, key: str) -> int | None:
+        """The entity id holding exactly the location of ``key`` (``Location.key``), if any."""
+        value = self._index.get(record_key(key).encode())
         if value is None:
             return None
         return int(self._entity(value[1]).properties.get(HOLDER, "0"))
 
     def overlapping(self, location: Location) -> str | None:
-        """A held location equal to, containing or inside ``location``, if any."""
-        for size in range(len(location.segments) + 1):
-            ancestor = str(
-                Location(location.scheme, location.authority, location.segments[:size], "")
-            )
+        """A held location (its key) equal to, containing or inside ``location``, if any."""
+        root = f"{location.scheme}://{location.authority}/"
+        for size in range(len(location.decoded) + 1):
+            ancestor = root + "/".join(location.decoded[:size])
             if self._index.get(record_key(ancestor).encode()) is not None:
                 return ancestor
-        below = record_key(str(location) + "/").encode()
-        for key, _ in self._index.items(below):
-            return EntityKey.decode(key).name.removeprefix(PREFIX)
-        return None
+        return next(iter(self._below(location)), None)
 
     def inside(self, location: Location) -> list[str]:
-        """The held locations equal to ``location`` or inside it."""
-        held = [str(location)] if self.holder(str(location)) is not None else []
-        below = record_key(str(location) + "/").encode()
-        return held + [
-            EntityKey.decode(key).name.removeprefix(PREFIX) for key, _ in self._index.items(below)
-        ]
+        """The held locations (their keys) equal to ``location`` or inside it."""
+        held = [location.key] if self.holder(location.key) is not None else []
+        return held + self._below(location)
+
+    def _below(self, location: Location) -> list[str]:
+        prefix = record_key(location.key + "/").encode()
+        return [EntityKey.decode(k).name.removeprefix(PREFIX) for k, _ in self._index.items(prefix)]
 
 
 def record_key(location: str) -> EntityKey:
@@ -97,24 +95,24 @@ def claim(before: Entity | None, after: Entity | None, records: Records) -> Chan
     if after is None or after.kind not in (Kind.TABLE, Kind.VIEW) or after.location is None:
         return None
     new = normalize(after.location, f"{after.kind.label} location")
-    if str(new) == _held(before):
+    if new.key == _held(before):
         return None
     clash = records.overlapping(new)
     if clash is not None:
-        how = "is" if clash == str(new) else "overlaps"
+        how = "is" if clash == new.key else "overlaps"
         raise BadRequest(
             f"{after.kind.label} location {new} {how} the location {clash} of another live "
             "table or view: locations must be unique and not nested"
         )
     attributes = {HOLDER: str(after.entity_id), "kind": after.kind.label}
-    return CreateEntity(record_key(str(new)), attributes)
+    return CreateEntity(record_key(new.key), attributes)
 
 
 def _held(entity: Entity | None) -> str | None:
-    """The normalized location ``entity`` may hold a record for (tables and views only)."""
+    """The key of the location ``entity`` may hold a record for (tables and views only)."""
     if entity is None or entity.kind not in (Kind.TABLE, Kind.VIEW) or entity.location is None:
         return None
     try:
-        return str(normalize(entity.location))
+        return normalize(entity.location).key
     except BadRequest:
         return None  # an old, unnormalizable location: it holds no record

@@ -7,18 +7,23 @@ server reads, writes or deletes for it pass through here, on both APIs, so that
 - **Normalized, then compared by segments.** ``.`` segments and duplicate slashes
   are dropped, ``..`` is resolved textually (refused if it climbs above the path's
   root), the scheme is lower-cased, and a bare absolute path means ``file://``.
-  ``inside`` compares whole segments, never string prefixes, so ``.../t`` does
+  Containment compares whole segments, never string prefixes, so ``.../t`` does
   not contain ``.../t2``.
-- **Ambiguous spellings are refused, not guessed.** Readers differ on
-  percent-encoding (pyiceberg's FileIO keeps ``%2e%2e`` literally, Java's URI
-  decodes it to ``..``), so a segment that decodes (once or repeatedly) to ``.``,
-  ``..``, or anything containing a slash, a backslash or a control character is
-  a 400; so are ``?`` and ``#``, which URI parsers cut off, and relative paths,
-  which FileIO resolves against the server's working directory.
-- **Symlinks** (``file://`` only, with ``resolve=True``): the real path of what
-  the operating system would touch, the literal path resolved by ``realpath``,
-  must also stay inside the real path of the root. Only paths the server acts on
-  need this; it touches the filesystem, so callers run it off the event loop.
+- **Every reading must agree.** Readers differ on percent-encoding: pyiceberg's
+  FileIO keeps ``%2e%2e`` and ``%2F`` literally, a reader that decodes the URI sees
+  ``..`` and ``/``. So a path has two readings, the literal one and the fully
+  decoded one, and it is inside a root only if both are. A *location* (stored,
+  indexed, and the parent of files others write) must not be ambiguous at all: a
+  segment that decodes to ``.``, ``..`` or something with a slash is a 400. A *file*
+  path (a manifest list, a data file) may be, as long as both readings stay inside:
+  Java writers percent-encode partition values, so ``region=a%2Fb`` is legitimate.
+- **Refused outright:** control characters and backslashes (in either reading),
+  a literal ``?`` or ``#`` (URI parsers cut them off), relative paths (FileIO resolves them
+  against the server's working directory), escapes still changing after 4 rounds.
+- **Symlinks** (``file://`` only, with ``resolve=True``): the real path of what the
+  operating system would touch (the literal path, through ``realpath``) must also
+  stay inside the real path of the root. Only paths the server acts on need this;
+  it touches the filesystem, so callers run it off the event loop.
 
 The allowed roots are always passed in (a catalog's list), never read from the
 node's configuration here: where a catalog may keep files is the caller's policy.
@@ -40,28 +45,34 @@ _DECODE_ROUNDS = 4  # %252e -> %2e -> . : decode until stable, at most this ofte
 
 @dataclass(frozen=True, slots=True)
 class Location:
-    """A normalized location: ``scheme://authority/seg/seg``; ``raw`` is what was given."""
+    """A normalized location: ``scheme://authority/seg/seg`` in its literal and decoded
+    readings; ``raw`` is what was given."""
 
     scheme: str
     authority: str
-    segments: tuple[str, ...]
+    segments: tuple[str, ...]  # the literal reading
+    decoded: tuple[str, ...]  # the percent-decoded reading
     raw: str
 
     def __str__(self) -> str:
-        return f"{self.scheme}://{self.authority}/" + "/".join(self.segments)
+        return self._text(self.segments)
 
-    def within(self, root: Location, *, strict: bool = False) -> bool:
-        """Equal to ``root`` or below it (``strict``: below it only)."""
+    @property
+    def key(self) -> str:
+        """The decoded reading as text: two locations that any reader could confuse
+        have the same key (for indexing locations)."""
+        return self._text(self.decoded)
+
+    def _text(self, segments: tuple[str, ...]) -> str:
+        return f"{self.scheme}://{self.authority}/" + "/".join(segments)
+
+    def within(self, root: Location, *, allow_equal: bool = True) -> bool:
+        """Equal to ``root`` (if ``allow_equal``) or below it, in both readings."""
         if (self.scheme, self.authority) != (root.scheme, root.authority):
             return False
-        size = len(root.segments)
-        if self.segments[:size] != root.segments:
-            return False
-        return len(self.segments) > size if strict else True
-
-    def overlaps(self, other: Location) -> bool:
-        """One contains the other (or they are equal)."""
-        return self.within(other) or other.within(self)
+        return _below(self.segments, root.segments, allow_equal) and _below(
+            self.decoded, root.decoded, allow_equal
+        )
 
     def local_path(self) -> str:
         """The filesystem path FileIO touches for a ``file://`` location: the literal one."""
@@ -71,8 +82,11 @@ class Location:
         return rest
 
 
-def normalize(value: object, what: str = "location") -> Location:
-    """``value`` as a :class:`Location`, or 400 naming ``what``."""
+def normalize(value: object, what: str = "location", *, file: bool = False) -> Location:
+    """``value`` as a :class:`Location`, or 400 naming ``what``.
+
+    ``file``: a file path, which may be percent-ambiguous (see the module docstring).
+    """
     if not isinstance(value, str) or not value:
         raise BadRequest(f"{what} must be a non-empty string")
     if any(_bad_char(ch) for ch in value) or "?" in value or "#" in value:
@@ -86,18 +100,16 @@ def normalize(value: object, what: str = "location") -> Location:
         path = rest
     if not path.startswith("/"):
         raise BadRequest(f"{what} {value!r} is relative; give an absolute location")
-    segments: list[str] = []
-    for segment in path.split("/"):
-        _check_encoding(segment, value, what)
-        if segment in ("", "."):
-            continue
-        if segment == "..":
-            if not segments:
-                raise BadRequest(f"{what} {value!r} climbs above its root")
-            segments.pop()
-            continue
-        segments.append(segment)
-    return Location(scheme, authority, tuple(segments), value)
+    decoded_path = _decode(path, value, what)
+    if not file and any(_hides_structure(segment, value, what) for segment in path.split("/")):
+        raise BadRequest(f"{what} {value!r} hides a path separator or dot segment in %-escapes")
+    return Location(
+        scheme,
+        authority,
+        _resolve(path, value, what),
+        _resolve(decoded_path, value, what),
+        value,
+    )
 
 
 def catalog_root(warehouse_root: str, tenant: str, catalog: str) -> str:
@@ -110,36 +122,51 @@ def check_inside(
     roots: Sequence[str],
     what: str,
     *,
-    strict: bool = True,
+    allow_equal: bool = False,
+    file: bool = False,
     resolve: bool = False,
 ) -> str:
-    """``value`` normalized, if it lies inside one of ``roots`` (``strict``: below it, not
-    equal to it; ``resolve``: also its real path, see the module docstring); else 400."""
-    location = normalize(value, what)
-    if not any(is_inside(location, root, strict=strict, resolve=resolve) for root in roots):
+    """``value`` normalized, if it lies below one of ``roots`` (or is one, with
+    ``allow_equal``; ``file``: a file path; ``resolve``: also its real path, see the
+    module docstring); else 400."""
+    location = normalize(value, what, file=file)
+    if not any(
+        is_inside(location, root, allow_equal=allow_equal, resolve=resolve) for root in roots
+    ):
         allowed = ", ".join(f"{root.rstrip('/')}/" for root in roots)
         raise BadRequest(f"{what} {value!r} is outside {allowed}")
     return str(location)
 
 
 def is_inside(
-    value: str | Location, root: str | Location, *, strict: bool = True, resolve: bool = False
+    value: str | Location,
+    root: str | Location,
+    *,
+    allow_equal: bool = False,
+    resolve: bool = False,
 ) -> bool:
-    """The non-raising form of :func:`check_inside` for one root (a malformed path is outside)."""
+    """Whether ``value`` (a file path, unless already normalized) lies below ``root``;
+    the non-raising form of :func:`check_inside` (a malformed path is outside)."""
     try:
-        location = value if isinstance(value, Location) else normalize(value)
+        location = value if isinstance(value, Location) else normalize(value, file=True)
         base = root if isinstance(root, Location) else normalize(root, "root")
     except BadRequest:
         return False
-    if not location.within(base, strict=strict):
+    if not location.within(base, allow_equal=allow_equal):
         return False
     if resolve and location.scheme == "file":
         real = os.path.realpath(location.local_path())
         real_root = os.path.realpath(base.local_path())
         if real == real_root:
-            return not strict
+            return allow_equal
         return real.startswith(real_root.rstrip("/") + "/")
     return True
+
+
+def _below(segments: tuple[str, ...], root: tuple[str, ...], allow_equal: bool) -> bool:
+    if segments[: len(root)] != root:
+        return False
+    return allow_equal or len(segments) > len(root)
 
 
 def _split_scheme(value: str) -> tuple[str, str]:
@@ -153,13 +180,33 @@ def _bad_char(ch: str) -> bool:
     return ch == "\\" or ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0
 
 
-def _check_encoding(segment: str, value: str, what: str) -> None:
-    """Refuse a segment whose percent-decoded forms another reader could see differently."""
-    text = segment
+def _decode(text: str, value: str, what: str) -> str:
+    """``text`` percent-decoded until stable; 400 if that hides a forbidden character."""
     for _ in range(_DECODE_ROUNDS):
         decoded = unquote(text)
         if decoded == text:
-            return
-        if decoded in (".", "..") or "/" in decoded or any(_bad_char(ch) for ch in decoded):
-            raise BadRequest(f"{what} {value!r} hides a path separator or dot segment in %-escapes")
+            return text
+        if any(_bad_char(ch) for ch in decoded):
+            raise BadRequest(f"{what} {value!r} hides a control character or backslash")
         text = decoded
+    raise BadRequest(f"{what} {value!r} nests %-escapes too deeply")
+
+
+def _hides_structure(segment: str, value: str, what: str) -> bool:
+    """The decoded reading of ``segment`` is a dot segment or holds a slash; it is not."""
+    decoded = _decode(segment, value, what)
+    return decoded != segment and (decoded in (".", "..") or "/" in decoded)
+
+
+def _resolve(path: str, value: str, what: str) -> tuple[str, ...]:
+    segments: list[str] = []
+    for segment in path.split("/"):
+        if segment in ("", "."):
+            continue
+        if segment == "..":
+            if not segments:
+                raise BadRequest(f"{what} {value!r} climbs above its root")
+            segments.pop()
+            continue
+        segments.append(segment)
+    return tuple(segments)

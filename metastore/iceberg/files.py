@@ -52,12 +52,16 @@ class Warehouse:
         parts = [_segment(p) for p in (*namespace, name)]
         return "/".join([catalog_root(self.root, tenant, catalog), *parts])
 
-    def check_location(self, location: object, tenant: str, catalog: str, what: str) -> str:
-        """``location`` normalized, if it lies below the catalog's root (else 400).
+    def check_location(
+        self, location: object, tenant: str, catalog: str, what: str, *, file: bool = False
+    ) -> str:
+        """``location`` normalized, if it lies below the catalog's root (else 400);
+        ``file``: a file's path rather than a table's or view's location.
 
         Touches the filesystem for ``file://`` (symlinks): call it off the event loop.
         """
-        return check_inside(location, self.catalog_roots(tenant, catalog), what, resolve=True)
+        roots = self.catalog_roots(tenant, catalog)
+        return check_inside(location, roots, what, file=file, resolve=True)
 
     def io(self, location: str) -> FileIO:
         return load_file_io(self._properties, location)
@@ -71,8 +75,9 @@ class Warehouse:
         """
         version = PyCatalog._parse_metadata_version(previous) + 1 if previous else 0
         directory = metadata.properties.get(METADATA_PATH) or f"{metadata.location}/metadata"
+        what = f"property {METADATA_PATH}"
         directory = check_inside(
-            directory, [metadata.location], f"property {METADATA_PATH}", strict=False, resolve=True
+            directory, [metadata.location], what, allow_equal=True, resolve=True
         )
         return f"{directory}/{version:05d}-{uuid.uuid4()}.metadata.json"
 

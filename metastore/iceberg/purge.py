@@ -83,8 +83,8 @@ class Purge:
     ) -> None:
         self._metadata = metadata
         self._metadata_location = metadata_location
-        self._own = normalize(metadata.location, "table location")
-        self._held = [normalize(location) for location in held]
+        self._own = normalize(metadata.location, "table location", file=True)
+        self._held = [normalize(key, file=True) for key in held]
         self._io = io
         self._seen: set[str] = set()
         self._files: list[str] = []
@@ -145,7 +145,7 @@ class Purge:
     def _is_own(self, path: str) -> bool:
         if not isinstance(path, str) or not is_inside(path, self._own, resolve=True):
             return False
-        location: Location = normalize(path)
+        location: Location = normalize(path, file=True)
         return not any(location.within(held) for held in self._held)
 
     def _delete(self, path: str) -> None:

@@ -39,13 +39,14 @@ def check_properties(properties: Mapping[str, str], location: str) -> None:
     """Every location property lies inside ``location`` (or is it); 400 otherwise."""
     for key, value in properties.items():
         if is_location_property(key):
-            check_inside(value, [location], f"property {key}", strict=False, resolve=True)
+            what = f"property {key}"
+            check_inside(value, [location], what, allow_equal=True, resolve=True)
 
 
 def check_paths(paths: Iterable[tuple[str, str]], location: str) -> None:
     """Each ``(what, path)`` lies below ``location``; 400 otherwise."""
     for what, path in paths:
-        check_inside(path, [location], what, resolve=True)
+        check_inside(path, [location], what, file=True, resolve=True)
 
 
 def added_paths(

@@ -229,7 +229,9 @@ class Tables:
         statistics, location properties): a purge of the new table acts on them.
         """
         what = "metadata location"
-        location = self.warehouse.check_location(metadata_location, tenant, catalog, what)
+        location = self.warehouse.check_location(
+            metadata_location, tenant, catalog, what, file=True
+        )
         metadata = self.warehouse.read_table_metadata(location)
         table_location = self.warehouse.check_location(
             metadata.location, tenant, catalog, "table location of the metadata file"
@@ -454,7 +456,7 @@ class Tables:
         report = PurgeReport()
         try:
             metadata = state.model()
-            location = normalize(metadata.location, "table location")
+            location = normalize(metadata.location, "table location", file=True)
             held = self.records(tenant, catalog).inside(location)  # taken since the drop
             purge = Purge(metadata, state.metadata_location, held, self.warehouse.io)
             report = purge.report

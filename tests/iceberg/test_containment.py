@@ -125,13 +125,18 @@ def test_purge_keeps_data_files_that_climb_or_link_out_of_the_table(
     other = outside.with_name("linked.parquet")
     other.write_bytes(outside.read_bytes())
     linked = table.location() + "/data/link/" + other.name
-    table.add_files([_climb(table, outside), linked])
-    assert len(catalog.load_table(T).scan().to_arrow()) == 2
+    own = table_dir / "data" / "region=a%2Fb" / "own.parquet"  # as Java encodes "a/b"
+    own.parent.mkdir()
+    own.write_bytes(outside.read_bytes())
+    own_path = table.location() + "/data/" + own.parent.name + "/" + own.name
+    table.add_files([_climb(table, outside), linked, own_path])
+    assert len(catalog.load_table(T).scan().to_arrow()) == 3
     kept = _metric(iceberg_server, "metastore_purge_kept_total")
 
     catalog.purge_table(T)
     assert outside.read_bytes()[:4] == other.read_bytes()[:4] == b"PAR1"
     assert _metric(iceberg_server, "metastore_purge_kept_total") >= kept + 2
+    assert not own.exists()
     assert not any(p.is_file() for p in table_dir.rglob("*")), "own files are deleted"
 
 

@@ -62,6 +62,9 @@ def test_ambiguous_or_malformed_locations_are_refused(given: str) -> None:
         ("file:///wh/default/c/../d/t", False),
         ("file:///wh/default/c/ns/../../d/t", False),
         ("file:///wh/default/c/%2e%2e/d", False),
+        ("file:///wh/default/c/t/%2e%2e/%2e%2e/d/t", False),  # the decoded reading leaves
+        ("file:///wh/default/c/t/region=a%2Fb/f.parquet", True),  # both readings stay inside
+        ("file:///wh/default/c/t/x/%2E%2E/f.parquet", True),
         ("file://host/wh/default/c/t", False),
         ("s3://wh/default/c/t", False),
         ("file:///etc/passwd", False),
@@ -71,12 +74,24 @@ def test_inside_the_root(path: str, inside: bool) -> None:
     assert is_inside(path, ROOT) is inside
 
 
+def test_a_location_must_not_be_ambiguous_but_a_file_path_may_be() -> None:
+    path = "file:///wh/default/c/t/region=a%2Fb"
+    with pytest.raises(BadRequest, match="hides a path separator"):
+        normalize(path)
+    location = normalize(path, file=True)
+    assert str(location) == path
+    assert location.key == "file:///wh/default/c/t/region=a/b"
+    assert normalize("s3://b/a%20b").key == "s3://b/a b"  # one key for both spellings
+    with pytest.raises(BadRequest, match="nests"):
+        normalize("file:///wh/%25252525252e", file=True)
+
+
 def test_check_inside_answers_the_normalized_location_or_400() -> None:
     roots = [ROOT, "s3://bucket/c"]
     assert check_inside("s3://bucket/c//t/", roots, "table location") == "s3://bucket/c/t"
     with pytest.raises(BadRequest, match="table location 'file:///etc' is outside"):
         check_inside("file:///etc", roots, "table location")
-    assert check_inside(ROOT, roots, "path", strict=False) == ROOT
+    assert check_inside(ROOT, roots, "path", allow_equal=True) == ROOT
 
 
 def test_symlinks_are_resolved_for_file_locations(tmp_path: Path) -> None:
