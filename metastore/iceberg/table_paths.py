@@ -20,7 +20,9 @@ from pyiceberg.table.metadata import TableMetadata
 
 from metastore.locations import check_inside
 
-# Properties naming where files go; pyiceberg, Java and Spark write files there.
+# Properties naming where files go (Iceberg's table and view properties; the last two are
+# deprecated spellings Java still reads). Only these: a pattern such as ``write.*.path``
+# would also match column settings like ``write.metadata.metrics.column.path``.
 LOCATION_PROPERTIES = frozenset(
     {
         "write.metadata.path",
@@ -31,14 +33,10 @@ LOCATION_PROPERTIES = frozenset(
 )
 
 
-def is_location_property(key: str) -> bool:
-    return key in LOCATION_PROPERTIES or (key.startswith("write.") and key.endswith(".path"))
-
-
 def check_properties(properties: Mapping[str, str], location: str) -> None:
     """Every location property lies inside ``location`` (or is it); 400 otherwise."""
     for key, value in properties.items():
-        if is_location_property(key):
+        if key in LOCATION_PROPERTIES:
             what = f"property {key}"
             check_inside(value, [location], what, allow_equal=True, resolve=True)
 

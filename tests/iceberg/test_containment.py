@@ -309,6 +309,18 @@ def test_location_properties_outside_the_table_are_refused(
         assert reply.json()["metadata-location"].startswith(inside + "/")
 
 
+def test_column_settings_are_not_locations(
+    iceberg_server: Server, catalog_name: str, catalog: RestCatalog
+) -> None:
+    catalog.create_namespace(("db",))
+    catalog.create_table(T, SCHEMA)
+    http = Http(iceberg_server.url, catalog_name)
+    settings = {"write.metadata.metrics.column.path": "full"}  # a column named "path"
+    change = {"updates": [{"action": "set-properties", "updates": settings}]}
+    reply = http.call("POST", TABLE, json=change)
+    assert reply.status_code == 200, reply.text
+
+
 def test_the_server_never_loads_a_location_provider_a_client_names(
     iceberg_server: Server, catalog_name: str, catalog: RestCatalog
 ) -> None:
