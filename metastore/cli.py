@@ -15,8 +15,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from aiohttp import web
-
 from metastore import __version__
 from metastore.config import ServerConfig
 
@@ -127,6 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def serve(config: ServerConfig) -> int:
     """Run the node until SIGTERM/SIGINT; 2 (one line on stderr) if its data directory
     or its address cannot be used."""
+    from metastore.api import server
     from metastore.api.app import create_app
 
     try:
@@ -154,16 +153,7 @@ def serve(config: ServerConfig) -> int:
 
         context = tls.server_context(config.tls_cert, config.tls_key, config.tls_ca)
     try:
-        web.run_app(
-            create_app(config),
-            host=config.host,
-            port=config.port,
-            ssl_context=context,
-            print=lambda _: logging.getLogger("metastore").info(
-                "serving on %s://%s:%d", "https" if context else "http", config.host, config.port
-            ),
-            shutdown_timeout=10,
-        )
+        server.run(create_app(config), config, context)  # connection limit and deadlines
     except OSError as exc:
         if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
             raise

@@ -93,6 +93,9 @@ class NewObject:
     value: Any = None  # decoded form, to warm the cache (optional)
 
 
+Record = Callable[[int], Sequence[Change]]  # the commit's id -> changes recording its outcome
+
+
 @dataclass(frozen=True, slots=True)
 class CommitRequest:
     requirements: tuple[Requirement, ...] = ()
@@ -102,6 +105,10 @@ class CommitRequest:
     ref_action: RefAction = RefAction.UPDATE
     reset_to: int = 0  # with RefAction.RESET
     objects: tuple[NewObject, ...] = ()  # stored with the commit, all or nothing
+    # Changes that record this request's outcome (an Idempotency-Key record), built from
+    # the id the commit will have and applied after ``changes``, in the same commit; they
+    # are not part of the outcome. A record that exists already fails the request.
+    record: Record | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +165,7 @@ class CommitLogic:
         self, objects: StagedObjects, head: Commit | None, request: CommitRequest, now_us: int
     ) -> tuple[Commit, dict[EntityKey, Entity | None]]:
         """Stage the objects of ``request`` on top of ``head``; raise on a logical failure."""
+        commit_id = self._ids.next_id()
         index = IndexUpdate(objects.index(head), objects.stripe)
         state = _State(index, objects)
         for requirement in request.requirements:
@@ -166,6 +174,9 @@ class CommitLogic:
         recorded: list[CommitChange] = []
         for change in request.changes:
             self._apply(change, state, objects, now_us, results, recorded)
+        if request.record is not None:
+            for change in request.record(commit_id):
+                self._apply(change, state, objects, now_us, {}, recorded)
         for new in request.objects:
             self._stage(objects, new.type, new.id, new.data, new.value, now_us)
         built = index.build(self._limits.index, self._ids.next_id)
@@ -174,7 +185,7 @@ class CommitLogic:
                 objects, INDEX.name, stripe_id, stripe_encode(self._codec, entries), entries, now_us
             )
         commit = Commit(
-            id=self._ids.next_id(),
+            id=commit_id,
             parent=head.id if head is not None else 0,
             seq=head.seq + 1 if head is not None else 1,
             created_at_us=now_us,

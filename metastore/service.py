@@ -18,7 +18,7 @@ from typing import Generic, TypeVar
 from metastore.cache import ObjectCache
 from metastore.changes import CreateEntity, UpdateEntity
 from metastore.codec import Codec
-from metastore.commits import CommitOutcome, CommitRequest, RefAction, not_found
+from metastore.commits import CommitOutcome, CommitRequest, Record, RefAction, not_found
 from metastore.consistency import WRITTEN, ConsistencyToken
 from metastore.errors import (
     CommitConflict,
@@ -200,7 +200,11 @@ class Metastore:
     # --- tenants -----------------------------------------------------------------------
 
     async def create_tenant(
-        self, name: str, properties: Mapping[str, str], principal: str
+        self,
+        name: str,
+        properties: Mapping[str, str],
+        principal: str,
+        record: Record | None = None,
     ) -> Entity:
         check_system_name("tenant", name)
         request = CommitRequest(
@@ -208,6 +212,7 @@ class Metastore:
             principal=principal,
             operation="create tenant",
             ref_action=RefAction.CREATE,
+            record=record,
         )
         outcome = await self.commit(name, SYSTEM_CATALOG, request)
         return _only(outcome)
@@ -229,6 +234,7 @@ class Metastore:
         removals: Sequence[str],
         expected_version: int | None,
         principal: str,
+        record: Record | None = None,
     ) -> Entity:
         key = TENANT_RECORD if catalog == SYSTEM_CATALOG else CATALOG_RECORD
         requirements: tuple[Requirement, ...] = ()
@@ -239,6 +245,7 @@ class Metastore:
             changes=(UpdateEntity(key, dict(updates), tuple(removals)),),
             principal=principal,
             operation=f"update {key.name} properties",
+            record=record,
         )
         return _only(await self.commit(tenant, catalog, request))
 
@@ -254,7 +261,12 @@ class Metastore:
     # --- catalogs ----------------------------------------------------------------------
 
     async def create_catalog(
-        self, tenant: str, name: str, properties: Mapping[str, str], principal: str
+        self,
+        tenant: str,
+        name: str,
+        properties: Mapping[str, str],
+        principal: str,
+        record: Record | None = None,
     ) -> Entity:
         check_system_name("catalog", name)
         request = CommitRequest(
@@ -262,6 +274,7 @@ class Metastore:
             principal=principal,
             operation="create catalog",
             ref_action=RefAction.CREATE,
+            record=record,
         )
         return _only(await self.commit(tenant, name, request))
 

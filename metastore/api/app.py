@@ -20,7 +20,7 @@ from aiohttp.typedefs import Middleware
 
 from metastore.api import internal
 from metastore.api.bootstrap import bootstrapping
-from metastore.api.middlewares import errors
+from metastore.api.middlewares import errors, read_body
 from metastore.api.peers import authenticate_peers, peers_from_config
 from metastore.api.routes import setup_routes
 from metastore.api.routing import route_writes
@@ -61,7 +61,7 @@ ConsistencyHook = Callable[[str, str], ConsistencyToken | None]
 
 
 def create_app(config: ServerConfig) -> web.Application:
-    middlewares: list[Middleware] = [errors]
+    middlewares: list[Middleware] = [errors, read_body]
     if config.cluster_mode:
         # node requests are proven (cluster secret, mTLS) before anything acts on them
         middlewares += [authenticate_peers, route_writes]

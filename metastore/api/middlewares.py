@@ -1,4 +1,5 @@
-"""Every error leaves as the Iceberg error shape: {"error": {"message", "type", "code"}}."""
+"""Every error leaves as the Iceberg error shape: {"error": {"message", "type", "code"}};
+every body is received once, within its deadline, before any handler runs."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import logging
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from metastore.api.typedefs import CONFIG
+from metastore.api.validation import BODY, receive
 from metastore.errors import MetastoreError, NotOwner
 
 log = logging.getLogger(__name__)
@@ -19,6 +22,7 @@ _HTTP_TYPES = {
     404: "NotFoundException",
     405: "MethodNotAllowedException",
     406: "NotAcceptableException",
+    408: "RequestTimeoutException",
     409: "ConflictException",
     413: "RequestEntityTooLargeException",
     415: "UnsupportedMediaTypeException",
@@ -49,3 +53,23 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     except Exception:
         log.exception("unhandled error in %s %s", request.method, request.path)
         return error_response(500, "InternalServerError", "internal server error (logged)")
+
+
+@web.middleware
+async def read_body(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Receive the whole body within ``body_timeout_s``, else 408 and close the connection.
+
+    aiohttp bounds the request head (``header_timeout_s``, see ``metastore.api.server``)
+    but waits for a body as long as its client keeps sending; this bounds the rest, so
+    a slow client holds a connection for a bounded time. Handlers, idempotency
+    fingerprints and forwarded writes all use the body read here.
+    """
+    config = request.app[CONFIG]
+    try:
+        request[BODY] = await receive(request, config.max_body_bytes, config.body_timeout_s)
+    except TimeoutError:
+        message = f"the request body did not arrive within {config.body_timeout_s:g}s"
+        response = error_response(408, _HTTP_TYPES[408], message)
+        response.force_close()  # the rest of the body may still be on its way
+        return response
+    return await handler(request)

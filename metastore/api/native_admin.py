@@ -5,14 +5,16 @@ from __future__ import annotations
 from aiohttp import web
 
 from metastore.api import params
+from metastore.api.idempotency import Idempotency, first_entity, refuse_key
+from metastore.api.principal import principal_of
 from metastore.api.render import commit_json, named_json, ref_json
 from metastore.api.typedefs import METASTORE
 from metastore.api.validation import read_json
 from metastore.errors import BadRequest, NoSuchCommit
 from metastore.keys import SYSTEM_CATALOG
+from metastore.names import check_system_name
 
 routes = web.RouteTableDef()
-PRINCIPAL = "anonymous"  # authentication arrives with the Iceberg REST issue
 
 TENANTS = "/api/v1/tenants"
 TENANT = TENANTS + "/{tenant}"
@@ -35,10 +37,16 @@ async def list_tenants(request: web.Request) -> web.Response:
 @routes.post(TENANTS)
 async def create_tenant(request: web.Request) -> web.Response:
     body = await read_json(request, "create_named")
-    entity = await request.app[METASTORE].create_tenant(
-        body["name"], body.get("properties", {}), PRINCIPAL
+    name = check_system_name("tenant", body["name"])
+    metastore = request.app[METASTORE]
+    once = Idempotency.of(request, metastore, name, SYSTEM_CATALOG)  # the record's home
+    entity = await once.run(
+        lambda record: metastore.create_tenant(
+            name, body.get("properties", {}), principal_of(request), record
+        ),
+        first_entity,
     )
-    return web.json_response(named_json(body["name"], entity), status=201)
+    return web.json_response(named_json(name, entity), status=201)
 
 
 @routes.get(TENANT)
@@ -54,13 +62,18 @@ async def _update_record(
     body = await read_json(request, "update_properties")
     if "location" in body:
         raise BadRequest("tenants and catalogs have no location; use properties")
-    entity = await request.app[METASTORE].update_record(
-        tenant,
-        catalog,
-        body.get("updates", {}),
-        body.get("removals", []),
-        body.get("expected-version"),
-        PRINCIPAL,
+    metastore = request.app[METASTORE]
+    entity = await Idempotency.of(request, metastore, tenant, catalog).run(
+        lambda record: metastore.update_record(
+            tenant,
+            catalog,
+            body.get("updates", {}),
+            body.get("removals", []),
+            body.get("expected-version"),
+            principal_of(request),
+            record,
+        ),
+        first_entity,
     )
     return web.json_response(named_json(name, entity))
 
@@ -73,7 +86,9 @@ async def update_tenant(request: web.Request) -> web.Response:
 
 @routes.delete(TENANT)
 async def delete_tenant(request: web.Request) -> web.Response:
-    await request.app[METASTORE].delete_tenant(params.tenant(request), PRINCIPAL)
+    name = params.tenant(request)
+    refuse_key(request, "a tenant deletion")
+    await request.app[METASTORE].delete_tenant(name, principal_of(request))
     return web.Response(status=204)
 
 
@@ -94,10 +109,16 @@ async def list_catalogs(request: web.Request) -> web.Response:
 async def create_catalog(request: web.Request) -> web.Response:
     tenant = params.tenant(request)
     body = await read_json(request, "create_named")
-    entity = await request.app[METASTORE].create_catalog(
-        tenant, body["name"], body.get("properties", {}), PRINCIPAL
+    name = check_system_name("catalog", body["name"])
+    metastore = request.app[METASTORE]
+    once = Idempotency.of(request, metastore, tenant, name)  # the record's home
+    entity = await once.run(
+        lambda record: metastore.create_catalog(
+            tenant, name, body.get("properties", {}), principal_of(request), record
+        ),
+        first_entity,
     )
-    return web.json_response(named_json(body["name"], entity), status=201)
+    return web.json_response(named_json(name, entity), status=201)
 
 
 @routes.get(CATALOG)
@@ -116,7 +137,8 @@ async def update_catalog(request: web.Request) -> web.Response:
 @routes.delete(CATALOG)
 async def delete_catalog(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
-    await request.app[METASTORE].delete_catalog(tenant, catalog, PRINCIPAL)
+    refuse_key(request, "a catalog deletion")
+    await request.app[METASTORE].delete_catalog(tenant, catalog, principal_of(request))
     return web.Response(status=204)
 
 
@@ -130,7 +152,9 @@ async def get_ref(request: web.Request) -> web.Response:
 async def reset_ref(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
     body = await read_json(request, "reset_ref")
-    ref = await request.app[METASTORE].reset_ref(tenant, catalog, int(body["to"]), PRINCIPAL)
+    refuse_key(request, "a ref reset")
+    principal = principal_of(request)
+    ref = await request.app[METASTORE].reset_ref(tenant, catalog, int(body["to"]), principal)
     return web.json_response(ref_json(ref))
 
 

@@ -8,12 +8,14 @@ from typing import Any
 from aiohttp import web
 
 from metastore.api import params
-from metastore.api.native_admin import CATALOG, PRINCIPAL
+from metastore.api.idempotency import Idempotency
+from metastore.api.native_admin import CATALOG
+from metastore.api.principal import principal_of
 from metastore.api.render import entity_json, outcome_json
 from metastore.api.typedefs import CONFIG, METASTORE
 from metastore.api.validation import read_json
 from metastore.changes import Change, CreateEntity, DeleteEntity, RenameEntity, UpdateEntity
-from metastore.commits import CommitRequest
+from metastore.commits import CommitOutcome, CommitRequest
 from metastore.errors import BadRequest
 from metastore.keys import EntityKey, Kind
 from metastore.locations import catalog_root, check_inside
@@ -61,15 +63,27 @@ def _contained(request: web.Request, change: Change) -> Change:
     return replace(change, location=check_inside(change.location, [root], what))
 
 
+async def _commit(
+    request: web.Request,
+    requirements: tuple[Requirement, ...],
+    changes: tuple[Change, ...],
+    operation: str,
+) -> CommitOutcome:
+    """Commit as the request's principal; a retried ``Idempotency-Key`` gets the first outcome."""
+    tenant, catalog = params.tenant(request), params.catalog(request)
+    metastore = request.app[METASTORE]
+    changes = tuple(_contained(request, change) for change in changes)
+    commit = CommitRequest(requirements, changes, principal_of(request), operation)
+    return await Idempotency.of(request, metastore, tenant, catalog).run(
+        lambda record: metastore.commit(tenant, catalog, replace(commit, record=record)),
+        lambda first: first,
+    )
+
+
 async def _commit_one(
     request: web.Request, change: Change, requirements: tuple[Requirement, ...], operation: str
 ) -> web.Response:
-    tenant, catalog = params.tenant(request), params.catalog(request)
-    outcome = await request.app[METASTORE].commit(
-        tenant,
-        catalog,
-        CommitRequest(requirements, (_contained(request, change),), PRINCIPAL, operation),
-    )
+    outcome = await _commit(request, requirements, (change,), operation)
     entity = outcome.entities.get(change.key)
     if entity is None:
         return web.Response(status=204)
@@ -223,19 +237,16 @@ def _change(item: dict[str, Any]) -> Change:
 
 @routes.post(CATALOG + "/commit")
 async def commit(request: web.Request) -> web.Response:
-    tenant, catalog = params.tenant(request), params.catalog(request)
     body = await read_json(request, "commit")
     limit = request.app[CONFIG].max_changes_per_commit
     count = len(body["changes"]) + len(body.get("requirements", []))
     if count > limit:
         raise BadRequest(f"{count} changes and requirements exceed the limit of {limit} per commit")
     requirements = tuple(_requirement(r) for r in body.get("requirements", []))
-    changes = tuple(_contained(request, _change(c)) for c in body["changes"])
+    changes = tuple(_change(c) for c in body["changes"])
     touched = [c.key for c in changes]
     if len(set(touched)) != len(touched):
         raise BadRequest("a commit may change each entity at most once")
     operation = body.get("operation") or "commit"
-    outcome = await request.app[METASTORE].commit(
-        tenant, catalog, CommitRequest(requirements, changes, PRINCIPAL, operation)
-    )
+    outcome = await _commit(request, requirements, changes, operation)
     return web.json_response(outcome_json(outcome))

@@ -2,23 +2,33 @@
 
 Everything a handler gets has passed here, so handlers never see malformed
 JSON, NaN/Infinity, a non-object top level, unknown fields or wrong types.
+
+A body is received once (``receive``, by the ``read_body`` middleware) within a
+deadline, so a client that trickles its body cannot hold a request open, and
+kept in the request. Parsing and checking a large body takes a thread, not the
+event loop: a few near-limit bodies would otherwise stall every other request,
+``/health`` included, for as long as they take.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from metastore.api.typedefs import CONFIG
 from metastore.errors import BadRequest, PayloadTooLarge, ValidationFailed
 from metastore.resources import schemas_dir
 
 _BASE = "https://metastore.local/schemas/api/"
+BODY = "body"  # request-scoped: the raw body, once ``receive`` has read it
+OFF_LOOP_BYTES = 64 * 1024  # bodies past this are parsed and checked in a worker thread
+R = TypeVar("R")
 
 
 @cache
@@ -43,16 +53,40 @@ def _reject_constant(value: str) -> Any:
     raise ValueError(f"{value} is not valid JSON")
 
 
-async def read_json(request: web.Request, schema: str) -> dict[str, Any]:
-    limit = request.app[CONFIG].max_body_bytes
+async def receive(request: web.Request, limit: int, timeout: float) -> bytes:  # noqa: ASYNC109
+    """The whole body, within ``timeout`` seconds (TimeoutError) and ``limit`` bytes (413)."""
     if request.content_length is not None and request.content_length > limit:
         raise PayloadTooLarge(
             f"request body of {request.content_length} bytes exceeds {limit} bytes"
         )
     try:
-        raw = await request.read()
+        async with asyncio.timeout(timeout):
+            return await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise PayloadTooLarge(f"request body exceeds the limit of {limit} bytes") from None
+
+
+def body_of(request: web.Request) -> bytes:
+    """The body ``receive`` read for this request."""
+    body = request.get(BODY)
+    assert isinstance(body, bytes), "the read_body middleware receives every body first"
+    return body
+
+
+async def off_loop(size: int, function: Callable[..., R], *args: Any) -> R:
+    """``function(*args)``, in a worker thread when it works on more than OFF_LOOP_BYTES."""
+    if size > OFF_LOOP_BYTES:
+        return await asyncio.to_thread(function, *args)
+    return function(*args)
+
+
+async def read_json(request: web.Request, schema: str) -> dict[str, Any]:
+    raw = body_of(request)
+    return await off_loop(len(raw), parse_json, raw, schema)
+
+
+def parse_json(raw: bytes, schema: str) -> dict[str, Any]:
+    """Strict JSON that must be an object valid against ``schemas/api/<schema>.json``."""
     if not raw:
         raise BadRequest("request body is empty; a JSON object is required")
     try:

@@ -11,8 +11,10 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
 from metastore.api import params
+from metastore.api.principal import PRINCIPAL as PRINCIPAL  # the auth middleware sets it
+from metastore.api.principal import principal_of
 from metastore.api.typedefs import CONFIG, METASTORE
-from metastore.api.validation import read_json
+from metastore.api.validation import body_of, off_loop, read_json
 from metastore.errors import BadRequest, ValidationFailed
 from metastore.iceberg.auth import Authenticator
 from metastore.iceberg.files import Warehouse
@@ -25,7 +27,6 @@ from metastore.service import Metastore
 
 M = TypeVar("M", bound=BaseModel)
 PREFIX = "/v1/{prefix}"
-PRINCIPAL = "principal"  # request-scoped: set by the auth middleware
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +62,6 @@ class Call:
         return cls(metastore, iceberg, tenant, catalog, principal_of(request), idempotency)
 
 
-def principal_of(request: web.Request) -> str:
-    return str(request.get(PRINCIPAL, "anonymous"))
-
-
 def namespace(request: web.Request) -> tuple[str, ...]:
     return params.namespace(request)
 
@@ -89,7 +86,7 @@ def identifier(value: Any, kind: Kind) -> EntityKey:
 async def body_as(request: web.Request, schema: str, model: type[M]) -> tuple[dict[str, Any], M]:
     """Strict JSON, checked against ``schemas/api/<schema>.json``, then parsed as ``model``."""
     body = await read_json(request, schema)
-    return body, parse(model, body)
+    return body, await off_loop(len(body_of(request)), parse, model, body)  # large: a thread
 
 
 def parse(model: type[M], value: Any) -> M:

@@ -36,3 +36,19 @@ async def api(node: NodeProcess) -> AsyncIterator[Api]:
 async def catalog(api: Api) -> Catalog:
     """A fresh tenant with one catalog ``c``."""
     return await api.new_catalog()
+
+
+CLIENTS = {"alice": "alice-secret-1", "bob": "bob-secret-22"}
+
+
+@pytest.fixture(scope="module")
+def secured_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    """A node with authentication on and the clients of ``CLIENTS``."""
+    root = tmp_path_factory.mktemp("secured")
+    clients = ",".join(f"{client}:{secret}" for client, secret in CLIENTS.items())
+    env = {"METASTORE_AUTH": "on", "METASTORE_AUTH_CLIENTS": clients}
+    process = NodeProcess(root / "data", log_path=root / "node.log", env=env)
+    with process:
+        yield process
+    log = process.log_path.read_text(errors="replace")
+    assert "Traceback" not in log, f"the node logged an unhandled error:\n{process.log_tail(60)}"

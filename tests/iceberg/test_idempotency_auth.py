@@ -49,6 +49,29 @@ def test_retried_mutations_return_the_first_outcome(
     assert_error(http.call("DELETE", path), 404, "NoSuchTableException")
 
 
+def test_a_key_reused_for_another_body_or_query_is_refused_and_writes_nothing(
+    iceberg_server: Server, catalog_name: str, catalog: RestCatalog
+) -> None:
+    http = Http(iceberg_server.url, catalog_name)
+    key = {"Idempotency-Key": "reused-1"}
+    first = http.call("POST", "/namespaces", json={"namespace": ["a"]}, headers=key)
+    assert first.status_code == 200, first.text
+    head = http.head_commit()
+    other = http.call("POST", "/namespaces", json={"namespace": ["b"]}, headers=key)
+    assert_error(other, 400)  # not the first request's 200
+    assert http.head_commit() == head
+    assert_error(http.call("GET", "/namespaces/b"), 404, "NoSuchNamespaceException")
+    assert http.call("POST", "/namespaces", json={"namespace": ["b"]}).status_code == 200
+
+    catalog.create_table(("a", "t"), SCHEMA)
+    path = http.table_path(("a",), "t")
+    drop = {"Idempotency-Key": "drop-q"}
+    kept = http.call("DELETE", path, params={"purgeRequested": "false"}, headers=drop)
+    assert kept.status_code == 204, kept.text
+    purge = http.call("DELETE", path, params={"purgeRequested": "true"}, headers=drop)
+    assert_error(purge, 400)  # another query is another request
+
+
 def test_tokens_are_required_when_auth_is_on(secured_server: Server) -> None:
     url = secured_server.url
     assert requests.get(f"{url}/health", timeout=30).status_code == 200

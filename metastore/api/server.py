@@ -1,0 +1,154 @@
+"""Serving the app: aiohttp's runner behind a connection limit, with deadlines on requests.
+
+A client that opens connections and sends nothing, or its request head one
+byte at a time, would otherwise hold a socket and a file descriptor for as long
+as it likes; enough of them starve everyone else. Three bounds, each a setting:
+
+- ``header_timeout_s``: aiohttp closes a connection that has not delivered a
+  complete request head within this long of opening, or of answering its
+  previous request (its keep-alive timer, armed when the connection opens, closes
+  a connection that is still waiting for a request). So it is also how long an
+  idle keep-alive connection stays open.
+- ``body_timeout_s``: the ``read_body`` middleware answers 408 and closes the
+  connection when the body takes longer.
+- ``max_connections``: past this many open connections, a new one is answered
+  503 and closed at once, so the node keeps its descriptors and memory and the
+  connections it has keep being served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+from collections.abc import Callable
+from ssl import SSLContext
+
+from aiohttp import web
+
+from metastore.config import ServerConfig
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_TIMEOUT_S = 10.0  # in-flight requests get this long after SIGTERM
+
+
+def _refusal() -> bytes:
+    body = json.dumps(
+        {
+            "error": {
+                "message": "too many open connections; retry later",
+                "type": "ServiceUnavailableException",
+                "code": 503,
+            }
+        }
+    ).encode()
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+REFUSAL = _refusal()
+
+
+class _Refused(asyncio.Protocol):
+    """A connection past the limit: answered 503 before reading anything, then closed."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.WriteTransport)
+        transport.write(REFUSAL)
+        transport.close()
+
+
+class _Counted(asyncio.Protocol):
+    """aiohttp's protocol for one connection, counted until the connection is lost."""
+
+    def __init__(self, inner: asyncio.Protocol, release: Callable[[], None]) -> None:
+        self._inner = inner
+        self._release: Callable[[], None] | None = release
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._inner.connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._release is not None:
+            self._release()
+            self._release = None
+        self._inner.connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        self._inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received()
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
+
+
+class ConnectionLimit:
+    """A protocol factory: aiohttp's for up to ``limit`` open connections, a refusal past it.
+
+    The count covers every connection from its accept to its close, so a burst of
+    accepts in one loop iteration cannot overshoot the limit.
+    """
+
+    def __init__(self, factory: Callable[[], asyncio.Protocol], limit: int) -> None:
+        self._factory = factory
+        self.limit = limit
+        self.open = 0
+        self.refused = 0
+
+    def __call__(self) -> asyncio.Protocol:
+        if self.open >= self.limit:
+            self.refused += 1
+            return _Refused()
+        self.open += 1
+        return _Counted(self._factory(), self._closed)
+
+    def _closed(self) -> None:
+        self.open -= 1
+
+
+def run(app: web.Application, config: ServerConfig, ssl_context: SSLContext | None = None) -> None:
+    """Serve ``app`` until SIGTERM or SIGINT, then stop gracefully (OSError if it cannot
+    listen)."""
+    asyncio.run(_serve(app, config, ssl_context))
+
+
+async def _serve(
+    app: web.Application, config: ServerConfig, ssl_context: SSLContext | None
+) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    runner = web.AppRunner(
+        app, keepalive_timeout=config.header_timeout_s, shutdown_timeout=SHUTDOWN_TIMEOUT_S
+    )
+    await runner.setup()
+    try:
+        assert runner.server is not None
+        limit = ConnectionLimit(runner.server, config.max_connections)
+        server = await loop.create_server(
+            limit, config.host, config.port, ssl=ssl_context, reuse_address=True
+        )
+        log.info(
+            "serving on %s://%s:%d (at most %d connections)",
+            "https" if ssl_context else "http",
+            config.host,
+            config.port,
+            config.max_connections,
+        )
+        try:
+            await stop.wait()
+        finally:
+            server.close()  # no new connections; runner.cleanup() ends the open ones
+    finally:
+        await runner.cleanup()
