@@ -132,14 +132,12 @@ class Idempotency:
         """
         if self.key is None:
             return await attempt(None)
-        if (first := self.outcome()) is not None:
-            return replayed(first)
-        try:
-            return await attempt(self._record)
-        except MetastoreError as exc:
-            if exc.status >= 500 or (first := self.outcome()) is None:
-                raise
-            return replayed(first)
+
+        def first() -> T | None:
+            outcome = self.outcome()
+            return None if outcome is None else replayed(outcome)
+
+        return await once(lambda: attempt(self._record), first)
 
     def _record(self, commit_id: int) -> Sequence[Change]:
         return self.record(commit=str(commit_id))
@@ -164,6 +162,23 @@ class Idempotency:
                 else self.metastore.get_entity(self.tenant, self.catalog, key, at)
             )
         return CommitOutcome(commit.id, commit.seq, entities)
+
+
+async def once(attempt: Callable[[], Awaitable[T]], first: Callable[[], T | None]) -> T:
+    """The first outcome of a keyed request if there is one, else ``attempt()``.
+
+    An attempt that fails as a client error (409, 404, ...) may have lost a race
+    to the identical request, which then recorded its outcome: that outcome is the
+    answer. Server errors (an unknown outcome, a write to forward) are never masked.
+    """
+    if (stored := first()) is not None:
+        return stored
+    try:
+        return await attempt()
+    except MetastoreError as exc:
+        if exc.status >= 500 or (stored := first()) is None:
+            raise
+        return stored
 
 
 def first_entity(outcome: CommitOutcome) -> Entity:

@@ -11,8 +11,8 @@ from metastore.api.typedefs import CONFIG, METASTORE
 from metastore.api.validation import read_json
 from metastore.changes import CreateEntity, DeleteEntity, UpdateEntity
 from metastore.commits import CommitRequest
-from metastore.errors import AlreadyExists, BadRequest, CommitConflict, NotFound
-from metastore.iceberg.context import PREFIX, Call, json_response
+from metastore.errors import BadRequest, CommitConflict
+from metastore.iceberg.context import PREFIX, Call, idempotent, json_response
 from metastore.iceberg.tables import MAX_REBASES
 from metastore.keys import EntityKey, Kind
 from metastore.names import check_namespace, check_system_name
@@ -85,10 +85,9 @@ async def list_namespaces(request: web.Request) -> web.Response:
 
 
 @routes.post(NAMESPACES)
+@idempotent
 async def create_namespace(request: web.Request) -> web.Response:
     call = Call.of(request)
-    if (replayed := call.idempotency.replay()) is not None:
-        return replayed
     body = await read_json(request, "iceberg_create_namespace")
     key = EntityKey.namespace_key(check_namespace(body["namespace"]))
     result = {"namespace": list(key.path), "properties": body.get("properties", {})}
@@ -96,12 +95,7 @@ async def create_namespace(request: web.Request) -> web.Response:
     request_ = CommitRequest(
         (), (change, *call.idempotency.record(200, result)), call.principal, "create namespace"
     )
-    try:
-        await call.metastore.commit(call.tenant, call.catalog, request_)
-    except AlreadyExists:
-        if (replayed := call.idempotency.replay()) is not None:
-            return replayed
-        raise
+    await call.metastore.commit(call.tenant, call.catalog, request_)
     return json_response(result)
 
 
@@ -120,27 +114,20 @@ async def namespace_exists(request: web.Request) -> web.Response:
 
 
 @routes.delete(NAMESPACE)
+@idempotent
 async def drop_namespace(request: web.Request) -> web.Response:
     call = Call.of(request)
-    if (replayed := call.idempotency.replay()) is not None:
-        return replayed
     changes = (DeleteEntity(_ns_key(request)), *call.idempotency.record(204))
-    try:
-        await call.metastore.commit(
-            call.tenant, call.catalog, CommitRequest((), changes, call.principal, "drop namespace")
-        )
-    except (AlreadyExists, NotFound):
-        if (replayed := call.idempotency.replay()) is not None:
-            return replayed
-        raise
+    await call.metastore.commit(
+        call.tenant, call.catalog, CommitRequest((), changes, call.principal, "drop namespace")
+    )
     return web.Response(status=204)
 
 
 @routes.post(NAMESPACE + "/properties")
+@idempotent
 async def update_namespace(request: web.Request) -> web.Response:
     call = Call.of(request)
-    if (replayed := call.idempotency.replay()) is not None:
-        return replayed
     key = _ns_key(request)
     body = await read_json(request, "iceberg_update_namespace")
     updates: dict[str, str] = body.get("updates", {})
@@ -170,9 +157,5 @@ async def update_namespace(request: web.Request) -> web.Response:
             if attempt + 1 == MAX_REBASES:
                 raise
             continue
-        except AlreadyExists:
-            if (replayed := call.idempotency.replay()) is not None:
-                return replayed
-            raise
         return json_response(result)
     raise AssertionError("unreachable")

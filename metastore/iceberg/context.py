@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
 from metastore.api import params
+from metastore.api.idempotency import once
 from metastore.api.principal import PRINCIPAL as PRINCIPAL  # the auth middleware sets it
 from metastore.api.principal import principal_of
 from metastore.api.typedefs import CONFIG, METASTORE
@@ -27,6 +30,7 @@ from metastore.service import Metastore
 
 M = TypeVar("M", bound=BaseModel)
 PREFIX = "/v1/{prefix}"
+_CALL = "iceberg-call"  # request-scoped: the Call, built once
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,13 +57,34 @@ class Call:
 
     @classmethod
     def of(cls, request: web.Request) -> Call:
+        if isinstance(call := request.get(_CALL), Call):
+            return call
         app = request.app
         tenant = app[CONFIG].default_tenant
         catalog = check_system_name("catalog", request.match_info["prefix"])
         metastore, iceberg = app[METASTORE], app[ICEBERG]
         metastore.get_ref(tenant, catalog)  # 404 for an unknown prefix
         idempotency = Idempotency.of(request, metastore, iceberg.warehouse, tenant, catalog)
-        return cls(metastore, iceberg, tenant, catalog, principal_of(request), idempotency)
+        call = cls(metastore, iceberg, tenant, catalog, principal_of(request), idempotency)
+        request[_CALL] = call
+        return call
+
+
+def idempotent(handler: Handler) -> Handler:
+    """A mutation handler that honours ``Idempotency-Key`` (``metastore.api.idempotency``).
+
+    A retry gets the recorded outcome without running the handler; an attempt that
+    fails as a client error after the identical request succeeded gets that outcome.
+    The handler stores its outcome with ``Call.of(request).idempotency.record(...)``
+    in its commit.
+    """
+
+    @functools.wraps(handler)
+    async def run(request: web.Request) -> web.StreamResponse:
+        call = Call.of(request)
+        return await once(lambda: handler(request), call.idempotency.replay)
+
+    return run
 
 
 def namespace(request: web.Request) -> tuple[str, ...]:

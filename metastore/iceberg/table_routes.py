@@ -19,12 +19,13 @@ from metastore.api import params
 from metastore.api.validation import read_json
 from metastore.changes import RenameEntity
 from metastore.commits import CommitRequest
-from metastore.errors import AlreadyExists, BadRequest, CommitConflict, NotFound
+from metastore.errors import BadRequest, NotFound
 from metastore.iceberg.context import (
     PREFIX,
     Call,
     body_as,
     flag,
+    idempotent,
     identifier,
     json_response,
     named,
@@ -75,10 +76,9 @@ async def list_tables(request: web.Request) -> web.Response:
 
 
 @routes.post(TABLES)
+@idempotent
 async def create_table(request: web.Request) -> web.Response:
     call = Call.of(request)
-    if (replayed := call.idempotency.replay()) is not None:
-        return replayed
     namespace = params.namespace(request)
     _, body = await body_as(request, "iceberg_create_table", CreateTableBody)
     key = table_key(namespace, check_name("table", body.name))
@@ -100,28 +100,22 @@ async def create_table(request: web.Request) -> web.Response:
             staged = metadata.model_dump(mode="json", by_alias=True, exclude_none=True)
         return json_response({"metadata-location": None, "metadata": staged, "config": {}})
     location = await asyncio.to_thread(tables.warehouse.new_metadata_location, metadata, None)
-    try:
-        state = await tables.create(
-            call.tenant,
-            call.catalog,
-            key,
-            metadata,
-            call.principal,
-            location,
-            extra=call.idempotency.record(200, metadata_location=location),
-        )
-    except AlreadyExists:
-        if (replayed := call.idempotency.replay()) is not None:
-            return replayed
-        raise
+    state = await tables.create(
+        call.tenant,
+        call.catalog,
+        key,
+        metadata,
+        call.principal,
+        location,
+        extra=call.idempotency.record(200, metadata_location=location),
+    )
     return json_response(state.result())
 
 
 @routes.post(PREFIX + "/namespaces/{namespace}/register")
+@idempotent
 async def register_table(request: web.Request) -> web.Response:
     call = Call.of(request)
-    if (replayed := call.idempotency.replay()) is not None:
-        return replayed
     namespace = params.namespace(request)
     body = await read_json(request, "iceberg_register_table")
     key = table_key(namespace, check_name("table", body["name"]))
@@ -135,22 +129,17 @@ async def register_table(request: web.Request) -> web.Response:
             replace = tables.load(call.tenant, call.catalog, key)
         except NotFound:
             replace = None
-    try:
-        state = await tables.create(
-            call.tenant,
-            call.catalog,
-            key,
-            metadata,
-            call.principal,
-            location,
-            write_file=False,
-            extra=call.idempotency.record(200, metadata_location=location),
-            replace=replace,
-        )
-    except AlreadyExists:
-        if (replayed := call.idempotency.replay()) is not None:
-            return replayed
-        raise
+    state = await tables.create(
+        call.tenant,
+        call.catalog,
+        key,
+        metadata,
+        call.principal,
+        location,
+        write_file=False,
+        extra=call.idempotency.record(200, metadata_location=location),
+        replace=replace,
+    )
     return json_response(state.result())
 
 
@@ -177,10 +166,9 @@ async def table_exists(request: web.Request) -> web.Response:
 
 
 @routes.post(TABLE)
+@idempotent
 async def commit_table(request: web.Request) -> web.Response:
     call = Call.of(request)
-    if (replayed := call.idempotency.replay()) is not None:
-        return replayed
     key = named(request, Kind.TABLE, "table")
     _, body = await body_as(request, "iceberg_commit_table", CommitTableBody)
     if (
@@ -189,10 +177,7 @@ async def commit_table(request: web.Request) -> web.Response:
     ):
         raise BadRequest("the identifier in the body is not the table of the path")
     change = TableChange(key, body.requirements, body.updates)
-    results = await _commit(call, [change])
-    if results is None:
-        return _winner(call)
-    result = results[0]
+    result = (await _commit(call, [change]))[0]
     location = json.dumps(result["metadata-location"])
     if TEXT in result:  # the metadata file's own JSON: not serialized twice
         text = f'{{"metadata-location":{location},"metadata":{result[TEXT]}}}'
@@ -202,8 +187,8 @@ async def commit_table(request: web.Request) -> web.Response:
     )
 
 
-async def _commit(call: Call, changes: list[TableChange]) -> list[dict[str, Any]] | None:
-    """Commit the changes; None when an identical idempotent request won the race."""
+async def _commit(call: Call, changes: list[TableChange]) -> list[dict[str, Any]]:
+    """Commit the changes with their idempotency record."""
     single = len(changes) == 1
 
     def record(results: list[dict[str, Any]]) -> Any:
@@ -211,75 +196,49 @@ async def _commit(call: Call, changes: list[TableChange]) -> list[dict[str, Any]
             return call.idempotency.record(200, metadata_location=results[0]["metadata-location"])
         return call.idempotency.record(204)
 
-    try:
-        return await call.iceberg.tables.commit(
-            call.tenant, call.catalog, changes, call.principal, extra=record
-        )
-    except (AlreadyExists, CommitConflict):
-        if call.idempotency.replay() is not None:
-            return None
-        raise
-
-
-def _winner(call: Call) -> web.Response:
-    """The stored outcome of the identical idempotent request that committed first."""
-    replayed = call.idempotency.replay()
-    assert replayed is not None, "_commit returns None only when a replay exists"
-    return replayed
+    return await call.iceberg.tables.commit(
+        call.tenant, call.catalog, changes, call.principal, extra=record
+    )
 
 
 @routes.post(PREFIX + "/transactions/commit")
+@idempotent
 async def commit_transaction(request: web.Request) -> web.Response:
     call = Call.of(request)
-    if (replayed := call.idempotency.replay()) is not None:
-        return replayed
     _, body = await body_as(request, "iceberg_transaction", TransactionBody)
     changes = []
     for item in body.table_changes:
         assert item.identifier is not None  # the schema requires it
         key = identifier(item.identifier.model_dump(mode="json"), Kind.TABLE)
         changes.append(TableChange(key, item.requirements, item.updates))
-    if await _commit(call, changes) is None:
-        return _winner(call)
+    await _commit(call, changes)
     return web.Response(status=204)
 
 
 @routes.delete(TABLE)
+@idempotent
 async def drop_table(request: web.Request) -> web.Response:
     call = Call.of(request)
-    if (replayed := call.idempotency.replay()) is not None:
-        return replayed
     key = named(request, Kind.TABLE, "table")
     purge = flag(request, "purgeRequested")
-    try:
-        await call.iceberg.tables.drop(
-            call.tenant, call.catalog, key, purge, call.principal, call.idempotency.record(204)
-        )
-    except (AlreadyExists, NotFound, CommitConflict):
-        if (replayed := call.idempotency.replay()) is not None:
-            return replayed
-        raise
+    await call.iceberg.tables.drop(
+        call.tenant, call.catalog, key, purge, call.principal, call.idempotency.record(204)
+    )
     return web.Response(status=204)
 
 
 async def rename(request: web.Request, kind: Kind) -> web.Response:
     call = Call.of(request)
-    if (replayed := call.idempotency.replay()) is not None:
-        return replayed
     body = await read_json(request, "iceberg_rename")
     source, destination = identifier(body["source"], kind), identifier(body["destination"], kind)
     changes = (RenameEntity(source, destination), *call.idempotency.record(204))
     commit = CommitRequest((), changes, call.principal, f"rename {kind.label}")
-    try:
-        await call.metastore.commit(call.tenant, call.catalog, commit)
-    except (AlreadyExists, NotFound):
-        if (replayed := call.idempotency.replay()) is not None:
-            return replayed
-        raise
+    await call.metastore.commit(call.tenant, call.catalog, commit)
     return web.Response(status=204)
 
 
 @routes.post(PREFIX + "/tables/rename")
+@idempotent
 async def rename_table(request: web.Request) -> web.Response:
     return await rename(request, Kind.TABLE)
 

@@ -7,8 +7,7 @@ from aiohttp import web
 from metastore.api import params
 from metastore.changes import DeleteEntity
 from metastore.commits import CommitRequest
-from metastore.errors import AlreadyExists, CommitConflict, NotFound
-from metastore.iceberg.context import PREFIX, Call, body_as, json_response, named
+from metastore.iceberg.context import PREFIX, Call, body_as, idempotent, json_response, named
 from metastore.iceberg.table_routes import entity_exists, list_identifiers, rename
 from metastore.iceberg.views import CommitViewRequest, CreateViewRequest, Record
 from metastore.keys import EntityKey, Kind
@@ -26,21 +25,15 @@ async def list_views(request: web.Request) -> web.Response:
 
 
 @routes.post(VIEWS)
+@idempotent
 async def create_view(request: web.Request) -> web.Response:
     call = Call.of(request)
-    if (replayed := call.idempotency.replay()) is not None:
-        return replayed
     namespace = params.namespace(request)
     _, body = await body_as(request, "iceberg_create_view", CreateViewRequest)
     key = EntityKey(Kind.VIEW, namespace, check_name("view", body.name))
-    try:
-        result = await call.iceberg.views.create(
-            call.tenant, call.catalog, key, body, call.principal, _record(call)
-        )
-    except AlreadyExists:
-        if (replayed := call.idempotency.replay()) is not None:
-            return replayed
-        raise
+    result = await call.iceberg.views.create(
+        call.tenant, call.catalog, key, body, call.principal, _record(call)
+    )
     return json_response(result)
 
 
@@ -61,41 +54,30 @@ async def view_exists(request: web.Request) -> web.Response:
 
 
 @routes.post(VIEW)
+@idempotent
 async def replace_view(request: web.Request) -> web.Response:
     call = Call.of(request)
-    if (replayed := call.idempotency.replay()) is not None:
-        return replayed
     key = named(request, Kind.VIEW, "view")
     _, body = await body_as(request, "iceberg_commit_view", CommitViewRequest)
-    try:
-        result = await call.iceberg.views.replace(
-            call.tenant, call.catalog, key, body, call.principal, _record(call)
-        )
-    except (AlreadyExists, CommitConflict):
-        if (replayed := call.idempotency.replay()) is not None:
-            return replayed
-        raise
+    result = await call.iceberg.views.replace(
+        call.tenant, call.catalog, key, body, call.principal, _record(call)
+    )
     return json_response(result)
 
 
 @routes.delete(VIEW)
+@idempotent
 async def drop_view(request: web.Request) -> web.Response:
     call = Call.of(request)
-    if (replayed := call.idempotency.replay()) is not None:
-        return replayed
     key = named(request, Kind.VIEW, "view")
     changes = (DeleteEntity(key), *call.idempotency.record(204))
-    try:
-        await call.metastore.commit(
-            call.tenant, call.catalog, CommitRequest((), changes, call.principal, "drop view")
-        )
-    except (AlreadyExists, NotFound):
-        if (replayed := call.idempotency.replay()) is not None:
-            return replayed
-        raise
+    await call.metastore.commit(
+        call.tenant, call.catalog, CommitRequest((), changes, call.principal, "drop view")
+    )
     return web.Response(status=204)
 
 
 @routes.post(PREFIX + "/views/rename")
+@idempotent
 async def rename_view(request: web.Request) -> web.Response:
     return await rename(request, Kind.VIEW)
