@@ -91,7 +91,9 @@ class ServerConfig:
     max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES  # a serialized object larger -> 413
     max_changes_per_commit: int = 1000
     # --- HTTP connections: a slow or idle client holds one for a bounded time ---
-    header_timeout_s: float = 15.0  # a request head must arrive within this (idle keep-alive too)
+    # a request head must arrive within this; also the idle keep-alive limit, so keep it
+    # above clients' own idle limit (aiohttp's client, used to forward writes: 15 s)
+    header_timeout_s: float = 30.0
     body_timeout_s: float = 60.0  # the whole body must arrive within this, else 408
     max_connections: int = 1024  # concurrent connections; past this: 503 and closed
     cache_bytes: int = 128 * 1024 * 1024  # decoded immutable objects

@@ -8,7 +8,9 @@ as it likes; enough of them starve everyone else. Three bounds, each a setting:
   complete request head within this long of opening, or of answering its
   previous request (its keep-alive timer, armed when the connection opens, closes
   a connection that is still waiting for a request). So it is also how long an
-  idle keep-alive connection stays open.
+  idle keep-alive connection stays open, and it should exceed the idle limit of
+  clients that reuse connections (15 s for aiohttp's client, which forwards writes
+  between nodes), or a client may send on a connection the node is just closing.
 - ``body_timeout_s``: the ``read_body`` middleware answers 408 and closes the
   connection when the body takes longer.
 - ``max_connections``: past this many open connections, a new one is answered
