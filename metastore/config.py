@@ -38,12 +38,14 @@ from metastore.config_rules import (
     check_url,
     is_loopback,
     parse_clients,
+    parse_principal_ids,
     parse_string_map,
 )
 from metastore.errors import InvalidName
 from metastore.names import check_system_name
 from metastore.paging import MAX_PAGE_SIZE
 from metastore.persistence.base import DEFAULT_RECENT_HEADS
+from metastore.security.oidc import OidcSettings
 
 ENV_PREFIX = "METASTORE_"
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
@@ -70,6 +72,9 @@ RANGES: dict[str, tuple[float, float]] = {
     "forward_timeout_s": (0.001, 3_600),
     "consistency_wait_s": (0.001, 3_600),
     "token_ttl_seconds": (1, DAY_S),
+    "oidc_leeway_s": (0, 300),
+    "oidc_jwks_refresh_s": (0, 3_600),
+    "oidc_jwks_max_age_s": (1, DAY_S),
     "token_failures_per_client": (1, 1_000_000),
     "token_failures_per_address": (1, 1_000_000),
     "token_failure_window_s": (1, DAY_S),
@@ -116,9 +121,23 @@ class ServerConfig:
     # Iceberg REST: table files under <warehouse>/<tenant>/<catalog>/ ("" = <data_dir>/warehouse)
     warehouse: str = ""
     warehouse_io: str = ""  # FileIO properties as JSON, e.g. {"s3.endpoint": ...} (secret)
-    # --- authentication: see metastore/iceberg/auth.py ---
+    # --- authentication: see metastore/security/authenticator.py ---
     auth: str = "auto"  # on | off | auto (off iff bound to a loopback address)
-    auth_clients: str = ""  # "id:secret,id2:secret2", stored hashed at startup (secret)
+    # "id:secret,id2:secret2": service principals of the default tenant created at startup
+    # if they do not exist yet; after that the API manages them (secret)
+    auth_clients: str = ""
+    auth_admins: str = ""  # "id,name@tenant": principals holding the service-admin role
+    # external identity provider (OIDC): tokens it signs name users of oidc_tenant
+    oidc_issuer: str = ""  # e.g. https://idp.example.com/realms/acme ("" = none)
+    oidc_audience: str = ""  # the token's aud must hold it
+    oidc_jwks_url: str = ""  # the provider's keys: a URL, or a file (exactly one)
+    oidc_jwks_file: str = ""
+    oidc_principal_claim: str = "sub"  # names the principal; a dotted path for nested claims
+    oidc_roles_claim: str = ""  # the principal's roles (a list or space-separated string)
+    oidc_tenant: str = ""  # the users' tenant ("" = default_tenant)
+    oidc_leeway_s: float = 60.0  # clock skew allowed on exp, nbf and iat
+    oidc_jwks_refresh_s: float = 30.0  # an unknown kid re-reads the keys at most this often
+    oidc_jwks_max_age_s: float = 900.0  # keys older than this are read again
     token_ttl_seconds: int = 3600
     # failed token requests allowed per client id, and per source address, per window;
     # past that the token endpoint answers 429 with Retry-After
@@ -166,6 +185,8 @@ class ServerConfig:
         parse_string_map("warehouse_io", self.warehouse_io)
         check_choice("auth", self.auth, AUTH_MODES)
         parse_clients("auth_clients", self.auth_clients)
+        parse_principal_ids("auth_admins", self.auth_admins)
+        self.oidc  # noqa: B018 - refuses an incomplete or unusable identity provider
         self._check_cluster_security()  # after auth: it depends on auth_enabled
 
     def _check_cluster(self) -> None:
@@ -235,6 +256,30 @@ class ServerConfig:
     @property
     def clients(self) -> dict[str, str]:
         return parse_clients("auth_clients", self.auth_clients)
+
+    @property
+    def service_admins(self) -> frozenset[str]:
+        return parse_principal_ids("auth_admins", self.auth_admins)
+
+    @property
+    def oidc(self) -> OidcSettings | None:
+        """The external identity provider, or None when no ``oidc_*`` setting names one."""
+        named = [self.oidc_issuer, self.oidc_audience, self.oidc_jwks_url, self.oidc_jwks_file]
+        named += [self.oidc_roles_claim, self.oidc_tenant]
+        if not any(named) and self.oidc_principal_claim == "sub":
+            return None
+        return OidcSettings(
+            self.oidc_issuer,
+            self.oidc_audience,
+            self.oidc_jwks_url,
+            self.oidc_jwks_file,
+            self.oidc_principal_claim,
+            self.oidc_roles_claim,
+            self.oidc_tenant or self.default_tenant,
+            self.oidc_leeway_s,
+            self.oidc_jwks_refresh_s,
+            self.oidc_jwks_max_age_s,
+        )
 
     @property
     def max_page_size(self) -> int:

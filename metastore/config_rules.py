@@ -14,12 +14,15 @@ import math
 import re
 from urllib.parse import urlsplit
 
+from metastore.security.principal import RESERVED_NAMES
+
 MIN_SECRET_CHARS = 8
 MAX_SECRET_CHARS = 1024
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 AUTH_MODES = ("on", "off", "auto")
 CLIENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 TOPIC_NAME_PART = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
+CLAIM_PART = re.compile(r"^[A-Za-z0-9_:/-]{1,128}$")
 _HOST_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 _URI = re.compile(r"^[a-z][a-z0-9+.-]*://\S+$")
 _BOOTSTRAP_PROTO = re.compile(r"^[A-Za-z_]+://")
@@ -164,8 +167,9 @@ def parse_string_map(setting: str, text: str) -> dict[str, str]:
 def parse_clients(setting: str, text: str) -> dict[str, str]:
     """``id:secret[,id:secret...]`` -> {id: secret}; never quotes a secret in a message.
 
-    An id is 1-128 of ``A-Za-z0-9_.-`` starting with a letter or digit (it names a
-    stored record and appears in the commit history); a secret is 8-1024
+    An id is 1-128 of ``A-Za-z0-9_.-`` starting with a letter or digit, not
+    ``anonymous`` or ``system`` (it names a service principal of the default tenant
+    and appears in the commit history); a secret is 8-1024
     characters, none of them control characters, without surrounding whitespace
     (a pasted newline is a mistake, not part of a secret). An id given twice is
     refused: which secret would count is not for the node to guess.
@@ -187,15 +191,49 @@ def parse_clients(setting: str, text: str) -> dict[str, str]:
         where = f"client {client!r}"
         if client in clients:
             raise ConfigError(setting, f"{where} is listed twice")
-        if not MIN_SECRET_CHARS <= len(secret) <= MAX_SECRET_CHARS:
-            raise ConfigError(
-                setting,
-                f"{where}: the secret must be {MIN_SECRET_CHARS}-{MAX_SECRET_CHARS} characters",
-            )
-        if secret != secret.strip() or any(ord(c) < 32 or ord(c) == 127 for c in secret):
-            raise ConfigError(
-                setting,
-                f"{where}: the secret must not have control characters or surrounding spaces",
-            )
-        clients[client] = secret
+        if client in RESERVED_NAMES:
+            raise ConfigError(setting, f"{where}: the id is reserved")
+        try:
+            clients[client] = check_secret(secret)
+        except ValueError as exc:
+            raise ConfigError(setting, f"{where}: {exc}") from None
     return clients
+
+
+def check_secret(secret: str) -> str:
+    """A client secret: 8-1024 characters, no control characters, no surrounding
+    whitespace (a pasted newline is a mistake, not part of a secret). The message
+    never quotes it."""
+    if not MIN_SECRET_CHARS <= len(secret) <= MAX_SECRET_CHARS:
+        raise ValueError(f"the secret must be {MIN_SECRET_CHARS}-{MAX_SECRET_CHARS} characters")
+    if secret != secret.strip() or any(ord(c) < 32 or ord(c) == 127 for c in secret):
+        raise ValueError("the secret must not have control characters or surrounding spaces")
+    return secret
+
+
+def parse_principal_ids(setting: str, text: str) -> frozenset[str]:
+    """``id[,id...]``: principal ids, ``name`` (the default tenant) or ``name@tenant``."""
+    ids: set[str] = set()
+    if not text:
+        return frozenset()
+    for position, entry in enumerate(text.split(","), start=1):
+        name, at, tenant = entry.partition("@")
+        if not CLIENT_ID.fullmatch(name) or (at and not CLIENT_ID.fullmatch(tenant)):
+            raise ConfigError(
+                setting,
+                f"entry {position} is not a principal id: name or name@tenant, each 1-128 of"
+                " A-Z a-z 0-9 _ . - starting with a letter or digit",
+            )
+        if name in RESERVED_NAMES:
+            raise ConfigError(setting, f"entry {position}: {name!r} is reserved")
+        ids.add(entry)
+    return frozenset(ids)
+
+
+def check_claim(setting: str, claim: str) -> None:
+    """A token claim name, or a dotted path into nested claims (``realm_access.roles``)."""
+    if not all(CLAIM_PART.fullmatch(part) for part in claim.split(".")):
+        raise ConfigError(
+            setting,
+            f"must be a claim name or a dotted path of them (A-Z a-z 0-9 _ : / -), got {claim!r}",
+        )

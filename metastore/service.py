@@ -132,9 +132,12 @@ class Metastore:
         page_token: str | None = None,
         page_size: int | None = None,
         at: int | None = None,
+        name_prefix: str = "",
     ) -> Page[Entity]:
+        """Entities of ``kind`` directly in ``namespace`` in name order, only those whose
+        name starts with ``name_prefix`` (system records of one sort, e.g. ``principal:``)."""
         size = check_page_size(page_size)
-        prefix = kind_prefix(namespace, kind)
+        prefix = kind_prefix(namespace, kind) + name_prefix.encode()
         listing = fingerprint(tenant, catalog, prefix)
         after: bytes | None = None
         if page_token:

@@ -20,7 +20,8 @@ from aiohttp.typedefs import Middleware
 
 from metastore.api import internal
 from metastore.api.bootstrap import bootstrapping
-from metastore.api.middlewares import errors, read_body
+from metastore.api.identity import setup_identity
+from metastore.api.middlewares import authenticate, errors, read_body
 from metastore.api.peers import authenticate_peers, peers_from_config
 from metastore.api.routes import setup_routes
 from metastore.api.routing import route_writes
@@ -65,12 +66,14 @@ def create_app(config: ServerConfig) -> web.Application:
     if config.cluster_mode:
         # node requests are proven (cluster secret, mTLS) before anything acts on them
         middlewares += [authenticate_peers, route_writes]
+    middlewares.append(authenticate)  # after the routing: a forwarded write is checked at its owner
     app = web.Application(middlewares=middlewares, client_max_size=config.max_body_bytes)
     app[CONFIG] = config
     if config.cluster_mode:
         app[PEERS] = peers_from_config(config)
     app[PENDING] = set()
     app.cleanup_ctx.append(_metastore_ctx)
+    setup_identity(app)
     setup_routes(app)
     if config.cluster_mode:
         app.add_routes(internal.routes)

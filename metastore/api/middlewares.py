@@ -9,11 +9,15 @@ import logging
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from metastore.api.typedefs import CONFIG
+from metastore.api.peers import is_node_request
+from metastore.api.principal import PRINCIPAL
+from metastore.api.typedefs import CONFIG, IDENTITY
 from metastore.api.validation import BODY, receive
 from metastore.errors import MetastoreError, NotOwner
 
 log = logging.getLogger(__name__)
+
+OPEN_PATHS = frozenset({"/health", "/metrics", "/v1/oauth/tokens"})  # no token needed
 
 _HTTP_TYPES = {
     400: "BadRequestException",
@@ -72,4 +76,23 @@ async def read_body(request: web.Request, handler: Handler) -> web.StreamRespons
         response = error_response(408, _HTTP_TYPES[408], message)
         response.force_close()  # the rest of the body may still be on its way
         return response
+    return await handler(request)
+
+
+@web.middleware
+async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """With auth on, every call but the open paths needs a valid bearer token; its
+    ``Principal`` is the request's caller (``metastore.api.principal.caller``).
+
+    Internal endpoints are proven by the node credential instead. A write this node
+    forwards is checked by the owner it reaches (its token travels with it), since
+    this middleware runs after the write routing.
+    """
+    if (
+        request.app[CONFIG].auth_enabled
+        and request.path not in OPEN_PATHS
+        and not is_node_request(request)
+    ):
+        header = request.headers.get("Authorization")
+        request[PRINCIPAL] = await request.app[IDENTITY].auth.verify(header)
     return await handler(request)

@@ -1,18 +1,28 @@
-"""Who is calling: the principal every commit records in the history.
+"""Who is calling: the ``Principal`` of a request, and the id the history records.
 
-The auth middleware stores the client id of a valid bearer token under
-``PRINCIPAL`` in the request; with auth off every caller is ``anonymous``. Both
-APIs take the principal from here, so a commit names the same caller whichever
-API made it.
+The auth middleware (``metastore.api.middlewares.authenticate``) stores the
+principal of a valid bearer token under ``PRINCIPAL`` in the request; with auth
+off, and on the paths that need no token, every caller is the anonymous
+principal. Both APIs take the caller from here, so a commit names the same
+caller whichever API made it.
 """
 
 from __future__ import annotations
 
 from aiohttp import web
 
+from metastore.security.principal import ANONYMOUS_PRINCIPAL, Principal
+
 PRINCIPAL = "principal"  # request-scoped: set by the auth middleware
-ANONYMOUS = "anonymous"
+ANONYMOUS = ANONYMOUS_PRINCIPAL.id
+
+
+def caller(request: web.Request) -> Principal:
+    principal = request.get(PRINCIPAL, ANONYMOUS_PRINCIPAL)
+    assert isinstance(principal, Principal), "the auth middleware stores a Principal"
+    return principal
 
 
 def principal_of(request: web.Request) -> str:
-    return str(request.get(PRINCIPAL, ANONYMOUS))
+    """The caller's id, as commit history and idempotency records name it."""
+    return caller(request).id

@@ -11,11 +11,13 @@ from metastore.cluster.node import ClusterNode
 from metastore.cluster.peer_auth import Peers
 from metastore.config import ServerConfig
 from metastore.leases import NodeLeaser
+from metastore.security.identity import Identity
 from metastore.service import Metastore
 
 CONFIG = web.AppKey("config", ServerConfig)
 METASTORE = web.AppKey("metastore", Metastore)
 LEASER = web.AppKey("leaser", NodeLeaser)
+IDENTITY = web.AppKey("identity", Identity)  # principals, tokens, the auth checks
 
 Stats = Callable[[], dict[str, tuple[str, str, int]]]  # name -> (type, help, value)
 STATS: web.AppKey[Stats] = web.AppKey("stats")

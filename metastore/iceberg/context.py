@@ -19,7 +19,6 @@ from metastore.api.principal import principal_of
 from metastore.api.typedefs import CONFIG, METASTORE
 from metastore.api.validation import body_of, off_loop, read_json
 from metastore.errors import BadRequest, ValidationFailed
-from metastore.iceberg.auth import Authenticator
 from metastore.iceberg.files import Warehouse
 from metastore.iceberg.idempotency import Idempotency
 from metastore.iceberg.tables import Tables
@@ -38,7 +37,6 @@ class Iceberg:
     tables: Tables
     views: Views
     warehouse: Warehouse
-    auth: Authenticator
 
 
 ICEBERG = web.AppKey("iceberg", Iceberg)

@@ -1,4 +1,7 @@
-"""``POST /v1/oauth/tokens``: OAuth2 client credentials.
+"""``POST /v1/oauth/tokens``: OAuth2 client credentials of a service principal.
+
+The client id is the principal's id (``name`` in the default tenant,
+``name@tenant`` elsewhere); the token is a JWT (``metastore.security.tokens``).
 
 The body is ``application/x-www-form-urlencoded`` (as OAuth2 and the Iceberg
 REST spec define it), parsed strictly here: anything else, a malformed body,
@@ -17,10 +20,11 @@ from urllib.parse import parse_qsl
 from aiohttp import web
 
 from metastore.api.middlewares import error_response
+from metastore.api.typedefs import IDENTITY
 from metastore.errors import Unauthorized
-from metastore.iceberg.attempts import TooManyFailures
-from metastore.iceberg.context import ICEBERG, json_response
-from metastore.iceberg.hashing import HashingBusy
+from metastore.iceberg.context import json_response
+from metastore.security.attempts import TooManyFailures
+from metastore.security.hashing import HashingBusy
 
 routes = web.RouteTableDef()
 
@@ -46,10 +50,9 @@ async def get_token(request: web.Request) -> web.Response:
     client_id, secret = form.get("client_id"), form.get("client_secret")
     if not client_id or secret is None:
         return oauth_error(400, "invalid_request", "client_id and client_secret are required")
+    auth = request.app[IDENTITY].auth
     try:
-        token, ttl = await request.app[ICEBERG].auth.issue(
-            client_id, secret, request.remote or "unknown"
-        )
+        token = await auth.issue(client_id, secret, request.remote or "unknown")
     except Unauthorized as exc:
         return oauth_error(401, "invalid_client", exc.message)
     except (TooManyFailures, HashingBusy) as exc:
@@ -60,7 +63,7 @@ async def get_token(request: web.Request) -> web.Response:
         {
             "access_token": token,
             "token_type": "bearer",
-            "expires_in": ttl,
+            "expires_in": auth.ttl,
             "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
         }
     )

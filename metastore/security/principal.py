@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from metastore.names import SYSTEM_NAME
+
 PrincipalKind = Literal["service", "user", "anonymous", "system"]
 DEFAULT_TENANT = "default"
 
@@ -31,3 +33,15 @@ class Principal:
 
 ANONYMOUS_PRINCIPAL = Principal(DEFAULT_TENANT, "anonymous", "anonymous")
 SYSTEM_PRINCIPAL = Principal(DEFAULT_TENANT, "system", "system")
+# names no service principal or user may have: history could not tell them from these
+RESERVED_NAMES = frozenset({ANONYMOUS_PRINCIPAL.name, SYSTEM_PRINCIPAL.name})
+
+
+def parse_principal_id(principal_id: str) -> tuple[str, str] | None:
+    """``(tenant, name)`` of a ``Principal.id`` (an OAuth client id), or None if it is
+    not one: ``name`` or ``name@tenant``, each 1-128 of ``A-Za-z0-9_.-``."""
+    name, at, tenant = principal_id.partition("@")
+    tenant = tenant if at else DEFAULT_TENANT
+    if not SYSTEM_NAME.fullmatch(name) or not SYSTEM_NAME.fullmatch(tenant):
+        return None
+    return tenant, name

@@ -8,6 +8,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,21 @@ import requests
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import TooManyRequestsError
 
+from metastore.cache import ObjectCache
+from metastore.changes import Change, CreateEntity, DeleteEntity
+from metastore.clock import SystemClock
 from metastore.cluster import topics
 from metastore.cluster.config import ClusterConfig
+from metastore.codec import default_codec
+from metastore.commits import CommitRequest, Committer, EngineLimits
+from metastore.ids import SnowflakeGenerator
+from metastore.keys import SYSTEM_CATALOG, EntityKey, Kind
+from metastore.lanes import CommitLanes
+from metastore.persistence.rocksdb import RocksDBPersistence
 from metastore.procs import NodeProcess, free_port
+from metastore.security.hashing import hash_secret
+from metastore.security.signing import LEGACY_KEY, TOKEN_KEYS
+from metastore.service import Metastore
 
 from .conftest import Server
 
@@ -219,52 +232,139 @@ def test_secrets_are_hashed_off_the_event_loop_for_known_and_unknown_ids(tmp_pat
         assert config_status(process.url, token_of(process.url, *ALICE)) == 200
 
 
-# --- revocation ---------------------------------------------------------------------------
+class LegacyStore:
+    """The real engine on a stopped node's RocksDB, writing the default tenant's system
+    records as an earlier version of the node left them."""
+
+    def __init__(self, data_dir: Path, executor: ThreadPoolExecutor) -> None:
+        self.persistence = RocksDBPersistence(data_dir / "rocksdb")
+        codec, clock = default_codec(), SystemClock()
+        holder: list[Metastore] = []
+        committer = Committer(
+            self.persistence,
+            codec,
+            lambda tenant, catalog: holder[0].objects(tenant, catalog),
+            SnowflakeGenerator(1023, clock),
+            clock,
+            EngineLimits(),
+        )
+        self.lanes = CommitLanes(committer, executor)
+        self.metastore = Metastore(self.persistence, codec, ObjectCache(), self.lanes)
+        holder.append(self.metastore)
+
+    def commit(self, *changes: Change) -> None:
+        request = CommitRequest(changes=changes, principal="system", operation="earlier version")
+
+        async def write() -> None:
+            await self.metastore.commit("default", SYSTEM_CATALOG, request)
+            await self.lanes.close()
+
+        asyncio.run(write())
+
+    def system_names(self) -> set[str]:
+        page = self.metastore.list_entities("default", SYSTEM_CATALOG, (), Kind.SYSTEM)
+        return {entity.path[-1] for entity in page.items}
 
 
-def test_removed_or_rotated_clients_lose_their_tokens_across_restarts(tmp_path: Path) -> None:
-    """The configured list is the truth at every start: a client no longer listed gets no
-    token and its tokens stop working; a rotated secret revokes the tokens issued
-    before; a client listed again with its old secret does not get its old tokens back."""
+@contextmanager
+def legacy_store(data_dir: Path) -> Iterator[LegacyStore]:
+    with ThreadPoolExecutor(max_workers=1) as executor:
+        store = LegacyStore(data_dir, executor)
+        try:
+            yield store
+        finally:
+            store.persistence.close()
+
+
+# --- seeding -------------------------------------------------------------------------------
+
+
+def principals_call(
+    url: str, token: str, method: str, path: str = "", body: Any = None
+) -> requests.Response:
+    headers = {"Authorization": f"Bearer {token}"}
+    return requests.request(
+        method, f"{url}/api/v1/tenants/default/principals{path}", json=body, headers=headers,
+        timeout=60,
+    )  # fmt: skip
+
+
+def test_configured_clients_seed_principals_that_the_api_then_manages(tmp_path: Path) -> None:
+    """The configured list only creates the principals that do not exist: a restart with a
+    shorter list or another secret changes nothing stored; a principal deleted through
+    the API (its tokens die at once) is created anew by the next start that lists it,
+    under a new generation, so its old tokens stay dead."""
     port = free_port()
-    with node(tmp_path, {"METASTORE_AUTH_CLIENTS": clients(ALICE, BOB)}, port) as process:
+    admin = {"METASTORE_AUTH_ADMINS": "alice"}
+    with node(tmp_path, {"METASTORE_AUTH_CLIENTS": clients(ALICE, BOB), **admin}, port) as process:
         alice_1, bob_1 = token_of(process.url, *ALICE), token_of(process.url, *BOB)
         assert config_status(process.url, alice_1) == config_status(process.url, bob_1) == 200
 
-    with node(tmp_path, {"METASTORE_AUTH_CLIENTS": clients(ALICE)}, port) as process:
+    alice_other = ("alice", "alice-secret-2")
+    with node(tmp_path, {"METASTORE_AUTH_CLIENTS": clients(alice_other), **admin}, port) as process:
+        assert config_status(process.url, bob_1) == 200  # not listed: still there
+        assert config_status(process.url, alice_1) == 200  # the stored secret is kept
+        assert_oauth_error(ask_token(process.url, *alice_other), 401, "invalid_client")
+        reply = principals_call(process.url, alice_1, "DELETE", "/bob")
+        assert reply.status_code == 204, reply.text
         assert config_status(process.url, bob_1) == 401
         assert_oauth_error(ask_token(process.url, *BOB), 401, "invalid_client")
-        assert config_status(process.url, alice_1) == 200  # unchanged: still valid
 
-    alice_rotated = ("alice", "alice-secret-2")
-    with node(tmp_path, {"METASTORE_AUTH_CLIENTS": clients(alice_rotated)}, port) as process:
-        assert config_status(process.url, alice_1) == 401
-        assert_oauth_error(ask_token(process.url, *ALICE), 401, "invalid_client")
-        alice_2 = token_of(process.url, *alice_rotated)
-        assert config_status(process.url, alice_2) == 200
-
-    env = {"METASTORE_AUTH_CLIENTS": clients(alice_rotated, BOB)}
-    with node(tmp_path, env, port) as process:
+    with node(tmp_path, {"METASTORE_AUTH_CLIENTS": clients(ALICE, BOB), **admin}, port) as process:
         assert config_status(process.url, bob_1) == 401  # a new record: a new generation
         assert config_status(process.url, token_of(process.url, *BOB)) == 200
-        assert config_status(process.url, alice_2) == 200
+        assert config_status(process.url, alice_1) == 200
+
+
+def test_client_records_of_earlier_versions_become_principals(tmp_path: Path) -> None:
+    """A data directory written by an earlier version holds ``client:<id>`` records and
+    a single ``token-key``: the first start turns each client into a service principal
+    with the same secret and drops the old records, in commits."""
+    with node(tmp_path, {}):
+        pass  # a fresh node writes the default tenant, as every version did
+    with legacy_store(tmp_path / "data") as store:
+        carol = ("carol", "carol-secret-1")
+        salt = bytes(range(16))
+        legacy = {"salt": salt.hex(), "hash": hash_secret(carol[1], salt), "generation": "g1"}
+        store.commit(
+            CreateEntity(EntityKey(Kind.SYSTEM, (), "client:carol"), legacy),
+            CreateEntity(EntityKey(Kind.SYSTEM, (), "client:bob"), {"hash": "unreadable"}),
+            DeleteEntity(TOKEN_KEYS),  # the key of an earlier version instead
+            CreateEntity(LEGACY_KEY, {"key": "00" * 32}),
+        )
+    with node(tmp_path, {"METASTORE_AUTH_ADMINS": "carol"}) as process:
+        token = token_of(process.url, *carol)
+        assert config_status(process.url, token) == 200
+        reply = principals_call(process.url, token, "GET")
+        assert reply.status_code == 200, reply.text
+        listed = {p["name"]: p for p in reply.json()["principals"]}
+        assert set(listed) == {"carol"}, listed  # bob's record was not one a version wrote
+        assert listed["carol"]["type"] == "service" and not listed["carol"]["disabled"]
+    with legacy_store(tmp_path / "data") as store:
+        names = store.system_names()
+        assert "principal:carol" in names and "token-keys" in names, names
+        assert not {n for n in names if n.startswith("client:")} and "token-key" not in names
 
 
 @pytest.mark.slow
-def test_a_removed_client_is_refused_by_every_node_of_a_cluster(
+def test_a_deleted_principal_is_refused_by_a_node_that_joins_later(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    """Client records replicate through the changelog. A one-node cluster issues tokens,
-    restarts with bob removed (it owns every partition, so its bootstrap deletes bob's
-    record); a second node that then joins learns the deletion and alice's record from
-    the log alone: it refuses bob's token and accepts the token alice got before."""
+    """Principal records replicate through the changelog. A one-node cluster issues
+    tokens and deletes bob through the API; a second node that then joins learns the
+    deletion and alice's record from the log alone: it refuses bob's token and accepts
+    the token alice got before."""
     prefix = f"a{uuid.uuid4().hex[:10]}"
     topics.create(ClusterConfig(kafka_bootstrap, prefix=prefix, cluster=prefix, partitions=4))
     args = (
         "--kafka", kafka_bootstrap, "--topic-prefix", prefix, "--cluster-id", prefix,
         "--partitions", "4",
     )  # fmt: skip
-    base = {"METASTORE_AUTH": "on", "METASTORE_CLUSTER_SECRET": uuid.uuid4().hex * 2}
+    base = {
+        "METASTORE_AUTH": "on",
+        "METASTORE_CLUSTER_SECRET": uuid.uuid4().hex * 2,
+        "METASTORE_AUTH_ADMINS": "alice",
+    }
     port = free_port()
 
     def cluster_node(i: int, listed: str, port: int | None = None) -> NodeProcess:
@@ -272,13 +372,19 @@ def test_a_removed_client_is_refused_by_every_node_of_a_cluster(
             tmp_path / f"node{i}" / "data",
             port=port,
             extra_args=args,
-            env={**base, "METASTORE_AUTH_CLIENTS": listed},
+            env={
+                **base,
+                "METASTORE_AUTH_CLIENTS": listed,
+                "METASTORE_WAREHOUSE": (tmp_path / "warehouse").as_uri(),
+            },
             log_path=tmp_path / f"node{i}.log",
         )
 
     with closing(cluster_node(0, clients(ALICE, BOB), port).start(120)) as first:
         alice_token, bob_token = token_of(first.url, *ALICE), token_of(first.url, *BOB)
         assert config_status(first.url, bob_token) == 200
+        reply = principals_call(first.url, alice_token, "DELETE", "/bob")
+        assert reply.status_code == 204, reply.text
     with (
         closing(cluster_node(0, clients(ALICE), port).start(120)) as first,
         closing(cluster_node(1, clients(ALICE)).start(120)) as second,

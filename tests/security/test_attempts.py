@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from metastore.iceberg.attempts import Attempts, FailureWindow, TooManyFailures
+from metastore.security.attempts import Attempts, FailureWindow, TooManyFailures
 
 
 class Clock:

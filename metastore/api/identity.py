@@ -1,0 +1,47 @@
+"""Wiring of the identity services (principals, tokens) into the node's aiohttp app."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from functools import partial
+
+from aiohttp import web
+
+from metastore.api.bootstrap import bootstrapping
+from metastore.api.typedefs import CONFIG, IDENTITY, METASTORE, PENDING
+from metastore.config import ServerConfig
+from metastore.security.identity import Identity, IdentitySettings
+
+
+def setup_identity(app: web.Application) -> None:
+    """The identity services (after the metastore's own context, before the APIs')."""
+    app.cleanup_ctx.append(_identity_ctx)
+
+
+def settings_of(config: ServerConfig) -> IdentitySettings:
+    return IdentitySettings(
+        default_tenant=config.default_tenant,
+        token_ttl_seconds=config.token_ttl_seconds,
+        failures_per_client=config.token_failures_per_client,
+        failures_per_address=config.token_failures_per_address,
+        failure_window_s=config.token_failure_window_s,
+        hash_threads=config.token_hash_threads,
+        hash_queue=config.token_hash_queue,
+        admins=config.service_admins,
+        oidc=config.oidc,
+    )
+
+
+async def _identity_ctx(app: web.Application) -> AsyncIterator[None]:
+    config = app[CONFIG]
+    identity = Identity.build(app[METASTORE], settings_of(config))
+    app[IDENTITY] = identity
+    step = partial(identity.bootstrap, config.clients)
+    try:
+        async with bootstrapping(
+            step, "token signing key", background=config.cluster_mode, pending=app[PENDING]
+        ):
+            yield
+    finally:
+        await asyncio.to_thread(identity.hashes.close)

@@ -1,0 +1,196 @@
+"""Native API: the principals of a tenant, and the cluster's token signing key.
+
+A principal's secret leaves the server exactly once: in the answer to the
+request that created or rotated it (generated there unless the request gave
+one). Nothing else ever shows it, its hash or its salt. Every change is a commit
+to the tenant's system catalog recording the caller, and honours
+``Idempotency-Key``; a replayed create or rotate answers the principal as that
+commit left it but without the secret, which only its hash keeps (rotate again
+to get a new one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from metastore.api import params
+from metastore.api.idempotency import Idempotency
+from metastore.api.principal import caller, principal_of
+from metastore.api.render import entity_json
+from metastore.api.typedefs import CONFIG, IDENTITY, METASTORE
+from metastore.api.validation import body_of, read_json
+from metastore.commits import CommitOutcome
+from metastore.errors import MetastoreError
+from metastore.keys import SYSTEM_CATALOG
+from metastore.model import Entity
+from metastore.security.principal import Principal
+from metastore.security.principals import check_principal_name, record_of
+from metastore.security.records import principal_key
+from metastore.security.signing import TOKEN_KEYS as TOKEN_KEYS_RECORD
+
+routes = web.RouteTableDef()
+
+PRINCIPALS = "/api/v1/tenants/{tenant}/principals"
+PRINCIPAL = PRINCIPALS + "/{principal}"
+TOKEN_KEYS = "/api/v1/token-keys"
+
+
+class NotServiceAdmin(MetastoreError):
+    status = 403
+    error_type = "ForbiddenException"
+
+
+def principal_json(tenant: str, entity: Entity, secret: str | None = None) -> dict[str, Any]:
+    """A principal as the API shows it: never its hash, salt or generation."""
+    record = record_of(entity)
+    assert record is not None, "principals are written by this module's rules"
+    body = entity_json(entity)
+    del body["properties"]
+    body = {
+        "name": record.name,
+        "tenant": tenant,
+        "id": Principal(tenant, record.name, record.type).id,
+        "type": record.type,
+        "disabled": record.disabled,
+        "created-by": record.created_by,
+        **body,
+    }
+    if secret is not None:
+        body["client-secret"] = secret
+    return body
+
+
+def _changed(name: str) -> Callable[[CommitOutcome], tuple[Entity, None]]:
+    """The principal a replayed commit left (read back at that commit)."""
+
+    def replayed(outcome: CommitOutcome) -> tuple[Entity, None]:
+        entity = outcome.entities.get(principal_key(name))
+        assert entity is not None, "the recorded commit wrote the principal"
+        return entity, None
+
+    return replayed
+
+
+def _name(request: web.Request) -> str:
+    return check_principal_name(request.match_info["principal"])
+
+
+def _once(request: web.Request, tenant: str) -> Idempotency:
+    return Idempotency.of(request, request.app[METASTORE], tenant, SYSTEM_CATALOG)
+
+
+@routes.get(PRINCIPALS)
+async def list_principals(request: web.Request) -> web.Response:
+    tenant = params.tenant(request)
+    token, size = params.page(request)
+    page = request.app[IDENTITY].principals.list(tenant, token, size)
+    return web.json_response(
+        {
+            "principals": [principal_json(tenant, e) for e in page.items],
+            "next-page-token": page.next_token,
+        }
+    )
+
+
+@routes.post(PRINCIPALS)
+async def create_principal(request: web.Request) -> web.Response:
+    tenant = params.tenant(request)
+    body = await read_json(request, "create_principal")
+    name = check_principal_name(body["name"])
+    principals = request.app[IDENTITY].principals
+    entity, secret = await _once(request, tenant).run(
+        lambda record: principals.create(
+            tenant,
+            name,
+            body.get("type", "service"),
+            body.get("secret"),
+            principal_of(request),
+            record,
+        ),
+        _changed(name),
+    )
+    return web.json_response(principal_json(tenant, entity, secret), status=201)
+
+
+@routes.get(PRINCIPAL)
+async def get_principal(request: web.Request) -> web.Response:
+    tenant, name = params.tenant(request), _name(request)
+    entity = request.app[IDENTITY].principals.get(tenant, name)
+    return web.json_response(principal_json(tenant, entity))
+
+
+@routes.post(PRINCIPAL + "/rotate")
+async def rotate_principal(request: web.Request) -> web.Response:
+    """A new secret (and so a new generation: every earlier token is refused)."""
+    tenant, name = params.tenant(request), _name(request)
+    body = await read_json(request, "rotate_principal") if body_of(request) else {}
+    principals = request.app[IDENTITY].principals
+    entity, secret = await _once(request, tenant).run(
+        lambda record: principals.rotate(
+            tenant, name, body.get("secret"), principal_of(request), record
+        ),
+        _changed(name),
+    )
+    return web.json_response(principal_json(tenant, entity, secret))
+
+
+async def _set_disabled(request: web.Request, disabled: bool) -> web.Response:
+    tenant, name = params.tenant(request), _name(request)
+    principals = request.app[IDENTITY].principals
+
+    async def attempt(record: Any) -> tuple[Entity, None]:
+        changed = await principals.set_disabled(
+            tenant, name, disabled, principal_of(request), record
+        )
+        return changed, None
+
+    entity, _ = await _once(request, tenant).run(attempt, _changed(name))
+    return web.json_response(principal_json(tenant, entity))
+
+
+@routes.post(PRINCIPAL + "/disable")
+async def disable_principal(request: web.Request) -> web.Response:
+    """Its tokens are refused on every node that has applied this commit."""
+    return await _set_disabled(request, True)
+
+
+@routes.post(PRINCIPAL + "/enable")
+async def enable_principal(request: web.Request) -> web.Response:
+    """A service principal needs a new token: disabling revoked the earlier ones."""
+    return await _set_disabled(request, False)
+
+
+@routes.delete(PRINCIPAL)
+async def delete_principal(request: web.Request) -> web.Response:
+    tenant, name = params.tenant(request), _name(request)
+    principals = request.app[IDENTITY].principals
+
+    async def attempt(record: Any) -> bool:
+        await principals.delete(tenant, name, principal_of(request), record)
+        return True
+
+    await _once(request, tenant).run(attempt, lambda _: True)
+    return web.Response(status=204)
+
+
+@routes.post(TOKEN_KEYS + "/rotate")
+async def rotate_token_key(request: web.Request) -> web.Response:
+    """A new key signs tokens from now on; earlier keys keep verifying theirs until
+    those expire. Service admins only (anyone with auth off)."""
+    identity = request.app[IDENTITY]
+    if request.app[CONFIG].auth_enabled and not identity.auth.is_service_admin(caller(request)):
+        raise NotServiceAdmin("rotating the token signing key needs the service-admin role")
+    once = Idempotency.of(request, request.app[METASTORE], identity.default_tenant, SYSTEM_CATALOG)
+
+    def replayed(outcome: CommitOutcome) -> tuple[str, tuple[str, ...]]:
+        ring = outcome.entities.get(TOKEN_KEYS_RECORD)
+        assert ring is not None, "the recorded commit rotated the key"
+        return ring.properties["current"], ()
+
+    current, dropped = await once.run(
+        lambda record: identity.keys.rotate(principal_of(request), record), replayed
+    )
+    return web.json_response({"current": current, "dropped": list(dropped)})
