@@ -50,6 +50,13 @@ class Unauthorized(MetastoreError):
     error_type = "NotAuthorizedException"
 
 
+class Forbidden(MetastoreError):
+    """The caller is known but holds no grant for this: nothing was read or written."""
+
+    status = 403
+    error_type = "ForbiddenException"
+
+
 class NotFound(MetastoreError):
     status = 404
     error_type = "NotFoundException"

@@ -1,0 +1,107 @@
+"""May this principal do that? ``require`` (403 if not) and ``allows`` (for filtering).
+
+Service admins may do everything everywhere. Every other principal acts only in its
+own tenant, with the privileges its principal roles hold there (``Policy.access``):
+a principal of another tenant gets a refusal whatever the path names, so a request
+about another tenant's data learns nothing, not even whether it exists.
+
+Grants made through catalog roles apply only to the catalog record they were made
+for (``metastore.security.grants``), so a check inside a catalog reads the id of
+that catalog's record, once per ``Checker`` (one per request).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from metastore.errors import Forbidden, NotFound
+from metastore.security.policy import EVERYTHING, Access, Policies, Visibility
+from metastore.security.principal import Principal
+from metastore.security.privileges import Level, Privilege
+from metastore.security.securables import Securable
+from metastore.service import Metastore
+
+ServiceAdmin = Callable[[Principal], bool]
+
+
+class Authorizer:
+    def __init__(self, metastore: Metastore, service_admin: ServiceAdmin) -> None:
+        self._metastore = metastore
+        self.policies = Policies(metastore)
+        self.is_service_admin = service_admin
+
+    def checker(self, principal: Principal) -> Checker:
+        """The checks of one request by ``principal``."""
+        return Checker(self, principal)
+
+    def require(self, principal: Principal, privilege: Privilege, securable: Securable) -> None:
+        self.checker(principal).require(privilege, securable)
+
+    def allows(self, principal: Principal, privilege: Privilege, securable: Securable) -> bool:
+        return self.checker(principal).allows(privilege, securable)
+
+    def catalog_id(self, tenant: str, catalog: str) -> int | None:
+        """The id of the catalog's record now, None if there is no such catalog."""
+        try:
+            return self._metastore.get_catalog(tenant, catalog).entity_id
+        except NotFound:
+            return None
+
+
+class Checker:
+    """One principal's checks within one request: the service-admin test, the policy
+    snapshot and catalog record ids are looked up once and reused."""
+
+    def __init__(self, authorizer: Authorizer, principal: Principal) -> None:
+        self.authorizer = authorizer
+        self.principal = principal
+        self.service_admin = authorizer.is_service_admin(principal)
+        self._access: Access | None = None
+        self._catalog_ids: dict[str, int | None] = {}
+
+    @property
+    def access(self) -> Access:
+        if self._access is None:
+            policy = self.authorizer.policies.get(self.principal.tenant)
+            self._access = policy.access(self.principal)
+        return self._access
+
+    def catalog_id(self, catalog: str) -> int | None:
+        if catalog not in self._catalog_ids:
+            self._catalog_ids[catalog] = self.authorizer.catalog_id(self.principal.tenant, catalog)
+        return self._catalog_ids[catalog]
+
+    def allows(self, privilege: Privilege, securable: Securable) -> bool:
+        if self.service_admin:
+            return True
+        if privilege.level is Level.SERVICE or securable.tenant != self.principal.tenant:
+            return False
+        return self.access.allows(privilege, securable.path, self.catalog_id)
+
+    def require(self, privilege: Privilege, securable: Securable) -> None:
+        if not self.allows(privilege, securable):
+            raise Forbidden(
+                f"principal {self.principal.id!r} is not allowed {privilege.name}"
+                f" on {securable.describe()}"
+            )
+
+    def browse(self, parent: Securable, kind: Level) -> Visibility:
+        """Which ``kind`` children of ``parent`` the principal may see; 403 when it holds
+        nothing at, above or below ``parent``."""
+        if self.service_admin:
+            return EVERYTHING
+        visible = None
+        if parent.tenant == self.principal.tenant:
+            visible = self.access.browse(parent.path, kind, self.catalog_id)
+        if visible is None:
+            raise Forbidden(
+                f"principal {self.principal.id!r} may not list the {kind.value}s"
+                f" of {parent.describe()}"
+            )
+        return visible
+
+    def member_of(self, tenant: str) -> bool:
+        """True iff the principal holds anything in ``tenant`` (it then sees the tenant)."""
+        if self.service_admin:
+            return True
+        return tenant == self.principal.tenant and self.access.anything
