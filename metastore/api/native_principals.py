@@ -1,4 +1,5 @@
-"""Native API: the principals of a tenant, and the cluster's token signing key.
+"""Native API: the principals of a tenant, its own history, the cluster's token signing
+key, and who the caller is.
 
 A principal's secret leaves the server exactly once: in the answer to the
 request that created or rotated it (generated there unless the request gave
@@ -19,7 +20,7 @@ from aiohttp import web
 from metastore.api import params
 from metastore.api.idempotency import Idempotency
 from metastore.api.principal import caller, principal_of
-from metastore.api.render import entity_json
+from metastore.api.render import commit_json, entity_json
 from metastore.api.typedefs import CONFIG, IDENTITY, METASTORE
 from metastore.api.validation import body_of, read_json
 from metastore.commits import CommitOutcome
@@ -36,6 +37,7 @@ routes = web.RouteTableDef()
 PRINCIPALS = "/api/v1/tenants/{tenant}/principals"
 PRINCIPAL = PRINCIPALS + "/{principal}"
 TOKEN_KEYS = "/api/v1/token-keys"
+TENANT_COMMITS = "/api/v1/tenants/{tenant}/commits"
 
 
 class NotServiceAdmin(MetastoreError):
@@ -194,3 +196,31 @@ async def rotate_token_key(request: web.Request) -> web.Response:
         lambda record: identity.keys.rotate(principal_of(request), record), replayed
     )
     return web.json_response({"current": current, "dropped": list(dropped)})
+
+
+@routes.get(TENANT_COMMITS)
+async def list_tenant_commits(request: web.Request) -> web.Response:
+    """The history of the tenant's own records (its properties, principals and every
+    other change to its system catalog), newest first, paged like a catalog's."""
+    tenant = params.tenant(request)
+    token, size = params.page(request)
+    page = request.app[METASTORE].list_commits(tenant, SYSTEM_CATALOG, token, size)
+    return web.json_response(
+        {"commits": [commit_json(c) for c in page.items], "next-page-token": page.next_token}
+    )
+
+
+@routes.get("/api/v1/whoami")
+async def whoami(request: web.Request) -> web.Response:
+    """The caller as the node sees it: what a token proves (and the roles it asserts)."""
+    principal = caller(request)
+    return web.json_response(
+        {
+            "id": principal.id,
+            "tenant": principal.tenant,
+            "name": principal.name,
+            "kind": principal.kind,
+            "roles": sorted(principal.roles),
+            "service-admin": request.app[IDENTITY].auth.is_service_admin(principal),
+        }
+    )
