@@ -69,8 +69,14 @@ class ClusterNodes:
             "--cluster-id", prefix,
             "--partitions", str(partitions),
         )  # fmt: skip
+        warehouse = {"METASTORE_WAREHOUSE": (root / "warehouse").resolve().as_uri()}  # shared
         self.nodes = [
-            NodeProcess(root / f"node{i}" / "data", extra_args=args, log_path=root / f"node{i}.log")
+            NodeProcess(
+                root / f"node{i}" / "data",
+                extra_args=args,
+                env=warehouse,
+                log_path=root / f"node{i}.log",
+            )
             for i in range(size)
         ]
 

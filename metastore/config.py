@@ -8,6 +8,7 @@ Secret settings are kept out of ``describe()`` and out of error messages.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Mapping
@@ -41,11 +42,14 @@ from metastore.config_rules import (
     parse_principal_ids,
     parse_string_map,
 )
-from metastore.errors import InvalidName
+from metastore.credentials import NODE_IO_ENV, Credentials, io_key_problem, is_secret_key
+from metastore.errors import BadRequest, InvalidName
+from metastore.locations import Location, is_inside
 from metastore.names import check_system_name
 from metastore.paging import MAX_PAGE_SIZE
 from metastore.persistence.base import DEFAULT_RECENT_HEADS
 from metastore.security.oidc import OidcSettings
+from metastore.storage import parse_prefix
 
 ENV_PREFIX = "METASTORE_"
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
@@ -118,9 +122,14 @@ class ServerConfig:
     session_timeout_ms: int = 6000  # owner crash detection
     forward_timeout_s: float = 30.0  # a forwarded write gives up (503) after this
     consistency_wait_s: float = 10.0  # a read given a consistency token waits at most this
-    # Iceberg REST: table files under <warehouse>/<tenant>/<catalog>/ ("" = <data_dir>/warehouse)
+    # --- storage: catalogs carry their own (metastore/storage.py); these settings only seed
+    # the storage of a catalog created without one: <warehouse>/<tenant>/<catalog>
+    # ("" = <data_dir>/warehouse, refused in cluster mode: not shared by the nodes)
     warehouse: str = ""
     warehouse_io: str = ""  # FileIO properties as JSON, e.g. {"s3.endpoint": ...} (secret)
+    warehouse_credentials: str = ""  # {"env": NAME} or {"file": PATH}: the seeded secrets
+    credentials_dir: str = "/run/secrets"  # credential files are read only inside it
+    storage_roots: str = ""  # comma-separated prefixes every catalog's storage lies in ("" = any)
     # --- authentication: see metastore/security/authenticator.py ---
     auth: str = "auto"  # on | off | auto (off iff bound to a loopback address)
     # "id:secret,id2:secret2": service principals of the default tenant created at startup
@@ -188,6 +197,7 @@ class ServerConfig:
         parse_principal_ids("auth_admins", self.auth_admins)
         self.oidc  # noqa: B018 - refuses an incomplete or unusable identity provider
         self._check_cluster_security()  # after auth: it depends on auth_enabled
+        self._check_storage()
 
     def _check_cluster(self) -> None:
         if self.kafka:
@@ -218,6 +228,68 @@ class ServerConfig:
         if self.tls_cert and self.advertised_url.startswith("http://"):
             raise ConfigError("advertised_url", "must be https:// when the node serves TLS")
         self.kafka_client_properties  # noqa: B018 - refuses guarantee-breaking properties
+
+    def _check_storage(self) -> None:
+        if self.warehouse:
+            try:
+                parse_prefix(self.warehouse, "the warehouse")
+            except BadRequest as exc:
+                raise ConfigError("warehouse", exc.message) from None
+        for key in self.warehouse_properties:
+            problem = None if is_secret_key(key) else io_key_problem(key)
+            if problem is not None:
+                raise ConfigError("warehouse_io", problem)
+        self.seed_credentials  # noqa: B018 - refuses a malformed or doubled reference
+        if self.credentials_dir and not Path(self.credentials_dir).is_absolute():
+            raise ConfigError("credentials_dir", "must be an absolute path")
+        roots = self.storage_root_list  # refuses malformed prefixes
+        if roots and not any(
+            is_inside(self.warehouse_root, root, allow_equal=True) for root in roots
+        ):
+            raise ConfigError(
+                "storage_roots", f"does not cover the warehouse {self.warehouse_root}"
+            )
+        if self.cluster_mode and not self.warehouse:
+            raise ConfigError(
+                "warehouse",
+                "not set; a cluster needs shared storage, and the default (under this node's"
+                " data directory) is not shared: set METASTORE_WAREHOUSE to an S3 bucket"
+                " (s3://bucket/path) or a file:// path every node mounts",
+            )
+
+    @property
+    def seed_credentials(self) -> Credentials | None:
+        """Where the seeded storage's secrets are: ``warehouse_credentials``, else the
+        secret keys of ``warehouse_io`` (by reference to that setting), else none."""
+        secret_io = any(is_secret_key(key) for key in self.warehouse_properties)
+        if not self.warehouse_credentials:
+            return Credentials(env=NODE_IO_ENV) if secret_io else None
+        try:
+            value = json.loads(self.warehouse_credentials)
+            reference = Credentials.from_json(value, "a credentials reference")
+        except ValueError:
+            raise ConfigError(
+                "warehouse_credentials", 'must be {"env": NAME} or {"file": PATH} as JSON'
+            ) from None
+        except BadRequest as exc:
+            raise ConfigError("warehouse_credentials", exc.message) from None
+        if secret_io:
+            raise ConfigError(
+                "warehouse_credentials",
+                f"set, and {NODE_IO_ENV} holds secret keys too: give credentials in one place",
+            )
+        return reference
+
+    @property
+    def storage_root_list(self) -> tuple[Location, ...]:
+        try:
+            return tuple(
+                parse_prefix(part, "a storage root")
+                for part in self.storage_roots.split(",")
+                if self.storage_roots
+            )
+        except BadRequest as exc:
+            raise ConfigError("storage_roots", exc.message) from None
 
     @property
     def cluster_key(self) -> str:

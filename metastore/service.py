@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from metastore.cache import ObjectCache
-from metastore.changes import CreateEntity, UpdateEntity
+from metastore.changes import Change, CreateEntity, UpdateEntity
 from metastore.codec import Codec
 from metastore.commits import CommitOutcome, CommitRequest, Record, RefAction, not_found
 from metastore.consistency import WRITTEN, ConsistencyToken
@@ -270,16 +270,20 @@ class Metastore:
         properties: Mapping[str, str],
         principal: str,
         record: Record | None = None,
+        extra: Sequence[Change] = (),
     ) -> Entity:
+        """A new catalog; ``extra``: more records of its root commit (its storage)."""
         check_system_name("catalog", name)
         request = CommitRequest(
-            changes=(CreateEntity(CATALOG_RECORD, properties),),
+            changes=(CreateEntity(CATALOG_RECORD, properties), *extra),
             principal=principal,
             operation="create catalog",
             ref_action=RefAction.CREATE,
             record=record,
         )
-        return _only(await self.commit(tenant, name, request))
+        entity = (await self.commit(tenant, name, request)).entities[CATALOG_RECORD]
+        assert entity is not None
+        return entity
 
     def get_catalog(self, tenant: str, name: str) -> Entity:
         return self._record(tenant, name, CATALOG_RECORD)

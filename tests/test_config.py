@@ -19,6 +19,7 @@ import pytest
 
 from metastore.config import ENV_PREFIX, RANGES, SECRETS, ServerConfig
 from metastore.config_rules import ConfigError
+from metastore.credentials import Credentials
 from metastore.procs import free_port
 
 SECRET = "correct-horse-battery"  # never to appear in a message
@@ -61,6 +62,17 @@ REFUSED_ENV: list[tuple[str, str, str]] = [
     ("METASTORE_WAREHOUSE", "relative/warehouse", "must be a URI"),
     ("METASTORE_WAREHOUSE", "s3://bucket/../other", "must be a URI"),
     ("METASTORE_WAREHOUSE", "file:///with space", "must be a URI"),
+    ("METASTORE_WAREHOUSE", "gs://bucket/warehouse", "must be a file:// or s3:// URI"),
+    ("METASTORE_WAREHOUSE", "file:///", "is the whole filesystem"),
+    ("METASTORE_WAREHOUSE", "s3://b/wh/a%2Fb", "hides a path separator"),
+    ("METASTORE_WAREHOUSE_IO", '{"py-io-impl": "some.FileIO"}', "not an S3 FileIO property"),
+    ("METASTORE_WAREHOUSE_IO", '{"s3.retry-strategy-impl": "x.Y"}', "names a class to load"),
+    ("METASTORE_WAREHOUSE_CREDENTIALS", "env:X", 'must be {"env": NAME} or {"file": PATH}'),
+    ("METASTORE_WAREHOUSE_CREDENTIALS", '{"env": "HOME"}', "METASTORE_STORAGE_CREDENTIALS_"),
+    ("METASTORE_WAREHOUSE_CREDENTIALS", '{"file": "secrets.json"}', "absolute, normalized"),
+    ("METASTORE_CREDENTIALS_DIR", "run/secrets", "must be an absolute path"),
+    ("METASTORE_STORAGE_ROOTS", "s3://bucket/wh,relative", "is relative"),
+    ("METASTORE_STORAGE_ROOTS", "s3://elsewhere", "does not cover the warehouse"),
     ("METASTORE_HOST", "", "must be an IP address or a host name"),
     ("METASTORE_HOST", "not a host", "must be an IP address or a host name"),
     ("METASTORE_HOST", "exa_mple.com", "must be an IP address or a host name"),
@@ -139,7 +151,8 @@ def test_accepted_settings() -> None:
     assert config.auth_enabled and not config.fsync and config.lease_seconds == 1.5
     assert config.url == "https://node-1.example:8443"
     bootstrap = "[::1]:9092,broker-2,SSL://broker-3.example:9093"
-    assert ServerConfig(kafka=bootstrap, auth="off").cluster_mode
+    shared = "file:///mnt/shared/warehouse"  # explicitly set: a path every node mounts
+    assert ServerConfig(kafka=bootstrap, auth="off", warehouse=shared).cluster_mode
 
 
 @pytest.mark.parametrize(
@@ -266,3 +279,44 @@ def test_serve_refuses_an_unusable_data_dir(tmp_path: Path) -> None:
 def test_serve_refuses_an_address_it_cannot_listen_on(tmp_path: Path) -> None:
     # 192.0.2.1 (TEST-NET-1) is never an address of this machine: bind fails, nothing is sent
     assert_refused(serve(tmp_path, "--host", "192.0.2.1"), "cannot listen on 192.0.2.1")
+
+
+# --- storage settings -----------------------------------------------------------------------
+
+
+def test_cluster_mode_refuses_the_node_local_warehouse() -> None:
+    """Each node's default warehouse is under its own data directory: a table created
+    through one node could not be committed through another. A cluster needs storage
+    every node reaches; set explicitly, a file:// path is taken at its word."""
+    with pytest.raises(ConfigError) as refused:
+        ServerConfig.load({"kafka": "k:9092"}, env={})
+    message = str(refused.value)
+    assert "METASTORE_WAREHOUSE" in message and "shared storage" in message, message
+    assert "\n" not in message
+    for warehouse in ("file:///mnt/shared/warehouse", "s3://bucket/warehouse"):
+        config = ServerConfig.load({"kafka": "k:9092"}, env={"METASTORE_WAREHOUSE": warehouse})
+        assert config.warehouse_root == warehouse
+    assert ServerConfig.load({}, env={}).warehouse == ""  # embedded: the default is fine
+
+
+def test_the_seeded_storage_names_its_credentials_by_reference() -> None:
+    secret = '{"s3.endpoint": "http://minio:9000", "s3.secret-access-key": "hunter2-x"}'
+    assert ServerConfig(warehouse_io=secret).seed_credentials == Credentials(
+        env="METASTORE_WAREHOUSE_IO"
+    )
+    assert (
+        ServerConfig(warehouse_io='{"s3.endpoint": "http://minio:9000"}').seed_credentials is None
+    )
+    named = '{"env": "METASTORE_STORAGE_CREDENTIALS_MINIO"}'
+    config = ServerConfig(warehouse_credentials=named)
+    assert config.seed_credentials == Credentials(env="METASTORE_STORAGE_CREDENTIALS_MINIO")
+    with pytest.raises(ConfigError) as refused:
+        ServerConfig(warehouse_credentials=named, warehouse_io=secret)
+    assert "give credentials in one place" in str(refused.value)
+    assert "hunter2-x" not in str(refused.value)
+
+
+def test_serve_refuses_a_cluster_node_without_shared_storage(tmp_path: Path) -> None:
+    done = serve(tmp_path, "--kafka", "127.0.0.1:1")
+    assert_refused(done, "METASTORE_WAREHOUSE", "shared storage")
+    assert not (tmp_path / "data").exists()

@@ -35,8 +35,10 @@ from metastore.api.typedefs import (
     PENDING,
     ROUTING_STATS,
     STATS,
+    STORAGE,
 )
 from metastore.cache import ObjectCache
+from metastore.catalog_storage import CatalogStorage, NodeStorage
 from metastore.clock import SystemClock
 from metastore.cluster.config import ClusterConfig
 from metastore.cluster.node import ClusterNode
@@ -45,7 +47,7 @@ from metastore.codec import Codec, default_codec
 from metastore.commits import Committer, EngineLimits
 from metastore.config import ServerConfig
 from metastore.consistency import ConsistencyToken
-from metastore.errors import AlreadyExists
+from metastore.errors import AlreadyExists, MetastoreError
 from metastore.iceberg.context import ICEBERG
 from metastore.iceberg.setup import setup_iceberg
 from metastore.ids import SnowflakeGenerator
@@ -157,6 +159,8 @@ async def _metastore_ctx(app: web.Application) -> AsyncIterator[None]:
         lanes = CommitLanes(committer, executor)
         metastore = Metastore(persistence, codec, cache, lanes, consistency=consistency)
         app[METASTORE] = metastore
+        storage = CatalogStorage(metastore, NodeStorage.of(config))
+        app[STORAGE] = storage
         app[LEASER] = leaser
         app[STATS] = lambda: _stats(app, lanes, committer, cache)
         if node is not None:
@@ -165,13 +169,18 @@ async def _metastore_ctx(app: web.Application) -> AsyncIterator[None]:
             )
             app[HTTP_CLIENT] = client
         renewals = asyncio.create_task(_renew(leaser, metastore, executor))
+        recording: asyncio.Task[None] | None = None
         try:
             async with bootstrapping(
-                partial(_bootstrap, metastore, config),
+                partial(_bootstrap, metastore, storage, config),
                 "default tenant and catalog",
                 background=node is not None,
                 pending=app[PENDING],
             ):
+                if node is None:
+                    await storage.record_missing(retry=False)
+                else:  # only each catalog's owner can write: whichever node it is, in time
+                    recording = asyncio.create_task(_record_storage(storage))
                 log.info(
                     "%s metastore ready: node id %d, data in %s%s",
                     "cluster" if node is not None else "embedded",
@@ -181,9 +190,11 @@ async def _metastore_ctx(app: web.Application) -> AsyncIterator[None]:
                 )
                 yield
         finally:
-            renewals.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewals
+            for task in (renewals, recording):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             await lanes.close()
             if isinstance(persistence, KafkaPersistence):
                 # releasing is a courtesy (the lease expires anyway): never wait long for
@@ -239,12 +250,27 @@ def _stats(
     return stats
 
 
-async def _bootstrap(metastore: Metastore, config: ServerConfig) -> None:
-    """A fresh deployment serves a default tenant and catalog, so clients need no setup."""
+async def _bootstrap(metastore: Metastore, storage: CatalogStorage, config: ServerConfig) -> None:
+    """A fresh deployment serves a default tenant and catalog, so clients need no setup;
+    the default catalog's storage is the node's warehouse settings."""
+    tenant, catalog = config.default_tenant, config.default_catalog
     with contextlib.suppress(AlreadyExists):
-        await metastore.create_tenant(config.default_tenant, {}, "system")
+        await metastore.create_tenant(tenant, {}, "system")
     with contextlib.suppress(AlreadyExists):
-        await metastore.create_catalog(config.default_tenant, config.default_catalog, {}, "system")
+        seed = storage.create_changes(storage.seed(tenant, catalog))
+        await metastore.create_catalog(tenant, catalog, {}, "system", extra=seed)
+
+
+async def _record_storage(storage: CatalogStorage) -> None:
+    """Cluster mode: record the storage of catalogs from before storage was recorded
+    (they read as their seed meanwhile, so a failure here costs nothing but the log)."""
+    try:
+        written = await storage.record_missing(retry=True)
+    except MetastoreError as exc:
+        log.warning("could not record the storage of older catalogs: %s", exc.message)
+        return
+    if written:
+        log.info("recorded the storage of %d catalogs created before storage was recorded", written)
 
 
 async def _renew(leaser: NodeLeaser, metastore: Metastore, executor: ThreadPoolExecutor) -> None:

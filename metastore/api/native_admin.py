@@ -1,6 +1,9 @@
-"""Native API: tenants, catalogs, the main ref and its commit history."""
+"""Native API: tenants, catalogs (with their storage), the main ref and its commit history."""
 
 from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
 
 from aiohttp import web
 
@@ -8,11 +11,14 @@ from metastore.api import params
 from metastore.api.idempotency import Idempotency, first_entity, refuse_key
 from metastore.api.principal import principal_of
 from metastore.api.render import commit_json, named_json, ref_json
-from metastore.api.typedefs import METASTORE
+from metastore.api.typedefs import METASTORE, STORAGE
 from metastore.api.validation import read_json
+from metastore.commits import CommitOutcome, Record
 from metastore.errors import BadRequest, NoSuchCommit
-from metastore.keys import SYSTEM_CATALOG
+from metastore.keys import CATALOG_RECORD, SYSTEM_CATALOG
+from metastore.model import Entity
 from metastore.names import check_system_name
+from metastore.storage import STORAGE_RECORD, Storage
 
 routes = web.RouteTableDef()
 
@@ -55,9 +61,7 @@ async def get_tenant(request: web.Request) -> web.Response:
     return web.json_response(named_json(name, request.app[METASTORE].get_tenant(name)))
 
 
-async def _update_record(
-    request: web.Request, tenant: str, catalog: str, name: str
-) -> web.Response:
+async def _update_record(request: web.Request, tenant: str, catalog: str) -> Entity:
     """Properties of a tenant (catalog "") or a catalog record."""
     body = await read_json(request, "update_properties")
     if "location" in body:
@@ -75,13 +79,13 @@ async def _update_record(
         ),
         first_entity,
     )
-    return web.json_response(named_json(name, entity))
+    return entity
 
 
 @routes.post(TENANT + "/properties")
 async def update_tenant(request: web.Request) -> web.Response:
     name = params.tenant(request)
-    return await _update_record(request, name, SYSTEM_CATALOG, name)
+    return web.json_response(named_json(name, await _update_record(request, name, SYSTEM_CATALOG)))
 
 
 @routes.delete(TENANT)
@@ -105,33 +109,85 @@ async def list_catalogs(request: web.Request) -> web.Response:
     )
 
 
+def _catalog_json(name: str, entity: Entity, storage: Storage) -> dict[str, object]:
+    return {**named_json(name, entity), "storage": storage.to_json()}
+
+
+def _recorded(outcome: CommitOutcome) -> Storage:
+    entity = outcome.entities.get(STORAGE_RECORD)
+    assert entity is not None, "the commit recorded no storage"
+    return Storage.from_properties(entity.properties, entity.version)
+
+
 @routes.post(CATALOGS)
 async def create_catalog(request: web.Request) -> web.Response:
+    """A catalog with the storage the body gives, else the node's warehouse settings'."""
     tenant = params.tenant(request)
-    body = await read_json(request, "create_named")
+    body = await read_json(request, "create_catalog")
     name = check_system_name("catalog", body["name"])
-    metastore = request.app[METASTORE]
+    metastore, storages = request.app[METASTORE], request.app[STORAGE]
+    metastore.check_tenant(tenant)
+    given = "storage" in body
+    storage = Storage.from_json(body["storage"]) if given else storages.seed(tenant, name)
+    await asyncio.to_thread(storages.check, tenant, name, storage, given=given)
+    principal = principal_of(request)
+
+    async def attempt(record: Record | None) -> tuple[Entity, Storage]:
+        changes = storages.create_changes(storage)
+        entity = await metastore.create_catalog(
+            tenant, name, body.get("properties", {}), principal, record, changes
+        )
+        return entity, replace(storage, version=1)  # written in the catalog's root commit
+
+    def replayed(first: CommitOutcome) -> tuple[Entity, Storage]:
+        entity = first.entities.get(CATALOG_RECORD)
+        assert entity is not None, "the commit created no catalog"
+        return entity, _recorded(first)
+
     once = Idempotency.of(request, metastore, tenant, name)  # the record's home
-    entity = await once.run(
-        lambda record: metastore.create_catalog(
-            tenant, name, body.get("properties", {}), principal_of(request), record
-        ),
-        first_entity,
-    )
-    return web.json_response(named_json(name, entity), status=201)
+    entity, created = await once.run(attempt, replayed)
+    return web.json_response(_catalog_json(name, entity, created), status=201)
 
 
 @routes.get(CATALOG)
 async def get_catalog(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
     entity = request.app[METASTORE].get_catalog(tenant, catalog)
-    return web.json_response(named_json(catalog, entity))
+    storage = request.app[STORAGE].of(tenant, catalog)
+    return web.json_response(_catalog_json(catalog, entity, storage))
+
+
+@routes.post(CATALOG + "/storage")
+async def update_storage(request: web.Request) -> web.Response:
+    """Replace the catalog's storage: where new tables go and what locations they may
+    use; existing tables keep their locations."""
+    tenant, catalog = params.tenant(request), params.catalog(request)
+    body = await read_json(request, "update_storage")
+    metastore, storages = request.app[METASTORE], request.app[STORAGE]
+    storages.of(tenant, catalog)  # 404 for an unknown tenant or catalog
+    storage = Storage.from_json(body["storage"])
+    await asyncio.to_thread(storages.check, tenant, catalog, storage, given=True)
+    principal = principal_of(request)
+
+    async def attempt(record: Record | None) -> CommitOutcome:
+        current = storages.recorded(tenant, catalog)
+        expected = body.get("expected-version")
+        commit = storages.update_request(current, storage, expected, principal, record)
+        return await metastore.commit(tenant, catalog, commit)
+
+    outcome = await Idempotency.of(request, metastore, tenant, catalog).run(
+        attempt, lambda first: first
+    )
+    entity = metastore.get_catalog(tenant, catalog)
+    return web.json_response(_catalog_json(catalog, entity, _recorded(outcome)))
 
 
 @routes.post(CATALOG + "/properties")
 async def update_catalog(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
-    return await _update_record(request, tenant, catalog, catalog)
+    entity = await _update_record(request, tenant, catalog)
+    storage = request.app[STORAGE].of(tenant, catalog)
+    return web.json_response(_catalog_json(catalog, entity, storage))
 
 
 @routes.delete(CATALOG)

@@ -12,13 +12,13 @@ from metastore.api.idempotency import Idempotency
 from metastore.api.native_admin import CATALOG
 from metastore.api.principal import principal_of
 from metastore.api.render import entity_json, outcome_json
-from metastore.api.typedefs import CONFIG, METASTORE
+from metastore.api.typedefs import CONFIG, METASTORE, STORAGE
 from metastore.api.validation import read_json
 from metastore.changes import Change, CreateEntity, DeleteEntity, RenameEntity, UpdateEntity
 from metastore.commits import CommitOutcome, CommitRequest
 from metastore.errors import BadRequest
 from metastore.keys import EntityKey, Kind
-from metastore.locations import catalog_root, check_inside
+from metastore.locations import check_inside
 from metastore.names import check_name, check_namespace
 from metastore.requirements import (
     AssertEmpty,
@@ -50,17 +50,16 @@ def _update(key: EntityKey, body: dict[str, Any]) -> UpdateEntity:
 
 
 def _contained(request: web.Request, change: Change) -> Change:
-    """A location must lie inside the catalog's warehouse, by the same rule as on the
-    Iceberg API (``metastore.locations``); it is stored normalized. No symlinks to
-    resolve: the server never touches the files of a native entity."""
+    """A location must lie inside one of the catalog's allowed locations (its storage),
+    by the same rule as on the Iceberg API (``metastore.locations``); it is stored
+    normalized. No symlinks to resolve: the server never touches a native entity's files."""
     if not isinstance(change, CreateEntity | UpdateEntity) or change.location is None:
         return change
     if isinstance(change, UpdateEntity) and not change.sets_location:
         return change
-    config = request.app[CONFIG]
-    root = catalog_root(config.warehouse_root, params.tenant(request), params.catalog(request))
+    storage = request.app[STORAGE].of(params.tenant(request), params.catalog(request))
     what = f"{change.key.kind.label} location"
-    return replace(change, location=check_inside(change.location, [root], what))
+    return replace(change, location=check_inside(change.location, storage.allowed, what))
 
 
 async def _commit(

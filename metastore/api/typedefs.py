@@ -7,6 +7,7 @@ from collections.abc import Callable
 import aiohttp
 from aiohttp import web
 
+from metastore.catalog_storage import CatalogStorage
 from metastore.cluster.node import ClusterNode
 from metastore.cluster.peer_auth import Peers
 from metastore.config import ServerConfig
@@ -18,6 +19,7 @@ CONFIG = web.AppKey("config", ServerConfig)
 METASTORE = web.AppKey("metastore", Metastore)
 LEASER = web.AppKey("leaser", NodeLeaser)
 IDENTITY = web.AppKey("identity", Identity)  # principals, tokens, the auth checks
+STORAGE = web.AppKey("storage", CatalogStorage)  # every catalog's storage (both APIs)
 
 Stats = Callable[[], dict[str, tuple[str, str, int]]]  # name -> (type, help, value)
 STATS: web.AppKey[Stats] = web.AppKey("stats")

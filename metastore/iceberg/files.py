@@ -1,11 +1,13 @@
-"""Table files through pyiceberg's FileIO: metadata.json writes and reads, locations.
+"""Table files through pyiceberg's FileIO, each catalog through its own storage.
 
 Every table and view location, and every file the server reads or writes for
-one, lies inside the catalog's root ``<warehouse>/<tenant>/<catalog>`` and inside
-the table's or view's own location, by the one rule of ``metastore.locations``
-(normalized, compared by segments, symlinks resolved): a client cannot point the
-server at files outside (register, create with a location, ``set-location``,
-``write.metadata.path``). Deleting files is ``purge.py``'s.
+one, lies inside one of the catalog's allowed locations (its storage,
+``metastore.storage``; the root by default) and inside the table's or view's own
+location, by the one rule of ``metastore.locations`` (normalized, compared by
+segments, symlinks resolved): a client cannot point the server at files outside
+(register, create with a location, ``set-location``, ``write.metadata.path``).
+Files are read and written with the catalog's FileIO properties and the secrets
+its credentials name (``TableFiles``). Deleting files is ``purge.py``'s.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from urllib.parse import quote
 
 from pyiceberg.catalog import MetastoreCatalog as PyCatalog
@@ -22,8 +24,9 @@ from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.serializers import FromInputFile, ToOutputFile
 from pyiceberg.table.metadata import TableMetadata
 
+from metastore.catalog_storage import CatalogStorage
 from metastore.errors import BadRequest, NotFound
-from metastore.locations import catalog_root, check_inside
+from metastore.locations import check_inside, is_inside
 
 log = logging.getLogger(__name__)
 
@@ -36,35 +39,47 @@ def _segment(name: str) -> str:
 
 
 class Warehouse:
-    """File locations of one node's warehouse (``file://...`` by default, or ``s3://...``)."""
+    """Where each catalog's tables and views may lie, and its files (``files``)."""
 
-    def __init__(self, root: str, io_properties: Mapping[str, str]) -> None:
-        self.root = root.rstrip("/")
-        self._properties = dict(io_properties)
+    def __init__(self, storage: CatalogStorage) -> None:
+        self.storage = storage
 
     def catalog_roots(self, tenant: str, catalog: str) -> tuple[str, ...]:
-        """Where a catalog's tables and views may lie (one root per catalog today)."""
-        return (catalog_root(self.root, tenant, catalog),)
+        """Where a catalog's tables and views may lie: its storage's allowed locations."""
+        return self.storage.of(tenant, catalog).allowed
 
     def default_location(
         self, tenant: str, catalog: str, namespace: tuple[str, ...], name: str
     ) -> str:
         parts = [_segment(p) for p in (*namespace, name)]
-        return "/".join([catalog_root(self.root, tenant, catalog), *parts])
+        return "/".join([self.storage.of(tenant, catalog).root, *parts])
 
     def check_location(
         self, location: object, tenant: str, catalog: str, what: str, *, file: bool = False
     ) -> str:
-        """``location`` normalized, if it lies below the catalog's root (else 400);
-        ``file``: a file's path rather than a table's or view's location.
+        """``location`` normalized, if it lies below one of the catalog's allowed
+        locations (else 400); ``file``: a file's path rather than a table's or view's
+        location.
 
         Touches the filesystem for ``file://`` (symlinks): call it off the event loop.
         """
         roots = self.catalog_roots(tenant, catalog)
         return check_inside(location, roots, what, file=file, resolve=True)
 
-    def io(self, location: str) -> FileIO:
-        return load_file_io(self._properties, location)
+    def check_kept_location(self, location: str, tenant: str, catalog: str, what: str) -> str:
+        """A table's or view's location that a commit leaves as it was: checked like a new
+        one while the catalog's allowed locations cover it, kept as is once they no
+        longer do (a storage update changes where new tables go; existing tables keep
+        their locations). Blocking, like ``check_location``."""
+        roots = self.catalog_roots(tenant, catalog)
+        if any(is_inside(location, root) for root in roots):
+            return check_inside(location, roots, what, resolve=True)
+        return location
+
+    def files(self, tenant: str, catalog: str) -> TableFiles:
+        """The catalog's files, through its storage's FileIO properties and secrets."""
+        storage = self.storage.of(tenant, catalog)
+        return TableFiles(lambda: self.storage.io_properties(storage))
 
     def new_metadata_location(self, metadata: TableMetadata, previous: str | None) -> str:
         """Where the next metadata.json of a table goes: under ``write.metadata.path`` or
@@ -84,6 +99,18 @@ class Warehouse:
     def new_view_metadata_location(self, location: str, previous: str | None) -> str:
         version = PyCatalog._parse_metadata_version(previous) + 1 if previous else 0
         return f"{location.rstrip('/')}/metadata/{version:05d}-{uuid.uuid4()}.metadata.json"
+
+
+class TableFiles:
+    """One catalog's files: FileIO with its properties, secrets resolved per use (so a
+    node whose credentials are missing answers 503 naming them, and rotated secrets
+    take effect without a restart)."""
+
+    def __init__(self, properties: Callable[[], Mapping[str, str]]) -> None:
+        self._properties = properties
+
+    def io(self, location: str) -> FileIO:
+        return load_file_io(dict(self._properties()), location)
 
     def write_table_metadata(self, metadata: TableMetadata, location: str) -> None:
         ToOutputFile.table_metadata(metadata, self.io(location).new_output(location))

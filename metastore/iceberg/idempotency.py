@@ -59,7 +59,8 @@ class Idempotency:
         status = int(props["status"])
         if "metadata-location" in props:
             location = props["metadata-location"]
-            metadata = json.loads(self.warehouse.read_bytes(location))
+            files = self.warehouse.files(self.key.tenant, self.key.catalog)
+            metadata = json.loads(files.read_bytes(location))
             body: Any = {"metadata-location": location, "metadata": metadata, "config": {}}
         elif "body" in props:
             body = json.loads(props["body"])

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from metastore.api.typedefs import CONFIG, METASTORE
+from metastore.api.typedefs import METASTORE, STORAGE
 from metastore.codec import default_codec
 from metastore.iceberg import catalog_routes, table_routes, token_routes, view_routes
 from metastore.iceberg.context import ICEBERG, Iceberg
@@ -25,9 +25,8 @@ def setup_iceberg(app: web.Application) -> None:
 
 
 async def _iceberg_ctx(app: web.Application) -> AsyncIterator[None]:
-    config = app[CONFIG]
     metastore = app[METASTORE]
-    warehouse = Warehouse(config.warehouse_root, config.warehouse_properties)
+    warehouse = Warehouse(app[STORAGE])
     tables = Tables(metastore, default_codec(), warehouse)
     app[ICEBERG] = Iceberg(tables, Views(metastore, default_codec(), warehouse, tables), warehouse)
     yield

@@ -51,7 +51,7 @@ from metastore.errors import (
     ValidationFailed,
 )
 from metastore.iceberg import pieces
-from metastore.iceberg.files import Warehouse
+from metastore.iceberg.files import TableFiles, Warehouse
 from metastore.iceberg.purge import Purge, PurgeCounters, PurgeReport
 from metastore.iceberg.table_paths import added_paths, check_paths, check_properties
 from metastore.iceberg.updates import ModelCache, ModelKey, apply_updates
@@ -224,15 +224,15 @@ class Tables:
     ) -> tuple[TableMetadata, str]:
         """The metadata file a register names, and its normalized location (blocking).
 
-        The file must lie inside the catalog's root and inside its own table's
-        location, and so must every path it lists (manifest lists, metadata log,
-        statistics, location properties): a purge of the new table acts on them.
+        The file must lie inside the catalog's allowed locations and inside its own
+        table's location, and so must every path it lists (manifest lists, metadata
+        log, statistics, location properties): a purge of the new table acts on them.
         """
         what = "metadata location"
         location = self.warehouse.check_location(
             metadata_location, tenant, catalog, what, file=True
         )
-        metadata = self.warehouse.read_table_metadata(location)
+        metadata = self.warehouse.files(tenant, catalog).read_table_metadata(location)
         table_location = self.warehouse.check_location(
             metadata.location, tenant, catalog, "table location of the metadata file"
         )
@@ -259,10 +259,9 @@ class Tables:
         registered table's file exists already.
         """
         self._metastore.get_entity(tenant, catalog, EntityKey.namespace_key(key.namespace))
+        files = self.warehouse.files(tenant, catalog)
         if write_file:
-            await asyncio.to_thread(
-                self.warehouse.write_table_metadata, metadata, metadata_location
-            )
+            await asyncio.to_thread(files.write_table_metadata, metadata, metadata_location)
         prepared = _Prepared(files=[metadata_location] if write_file else [])
         try:
             self._stage(tenant, catalog, key, replace, metadata, metadata_location, prepared)
@@ -275,7 +274,7 @@ class Tables:
             )
             await self._metastore.commit(tenant, catalog, request)
         except MetastoreError as exc:
-            await self._discard_unless_unknown(exc, prepared.files)
+            await self._discard_unless_unknown(exc, files, prepared.files)
             raise
         result = prepared.results[0]
         return TableState(key, _placeholder(key), result["metadata"], metadata_location)
@@ -305,16 +304,17 @@ class Tables:
                 "commit table" if len(changes) == 1 else f"commit {len(changes)} tables",
                 objects=tuple(prepared.objects.values()),
             )
+            files = self.warehouse.files(tenant, catalog)
             try:
                 await self._metastore.commit(tenant, catalog, request)
             except CommitConflict:
-                await self._discard(prepared.files)
+                await self._discard(files, prepared.files)
                 if attempt + 1 == MAX_REBASES:
                     raise
                 log.debug("table commit rebased (attempt %d)", attempt + 1)
                 continue
             except MetastoreError as exc:
-                await self._discard_unless_unknown(exc, prepared.files)
+                await self._discard_unless_unknown(exc, files, prepared.files)
                 raise
             for version, model in prepared.models:
                 self._models.put(version, model)
@@ -323,17 +323,18 @@ class Tables:
 
     def _prepare(self, tenant: str, catalog: str, changes: Sequence[TableChange]) -> _Prepared:
         prepared = _Prepared()
+        files = self.warehouse.files(tenant, catalog)
         try:
             for change in changes:
-                self._prepare_one(tenant, catalog, change, prepared)
+                self._prepare_one(tenant, catalog, files, change, prepared)
         except BaseException:
             for location in prepared.files:
-                self.warehouse.delete_quietly(location)
+                files.delete_quietly(location)
             raise
         return prepared
 
     def _prepare_one(
-        self, tenant: str, catalog: str, change: TableChange, prepared: _Prepared
+        self, tenant: str, catalog: str, files: TableFiles, change: TableChange, prepared: _Prepared
     ) -> None:
         current = self._current(tenant, catalog, change.key)
         creating = any(isinstance(r, AssertCreate) for r in change.requirements)
@@ -356,6 +357,10 @@ class Tables:
         previous = current.metadata_location if current is not None else None
         if not new.location:
             location = self.default_location(tenant, catalog, change.key)
+        elif base is not None and new.location == base.location:
+            location = self.warehouse.check_kept_location(
+                new.location, tenant, catalog, "table location"
+            )
         else:
             location = self.warehouse.check_location(
                 new.location, tenant, catalog, "table location"
@@ -366,7 +371,7 @@ class Tables:
         check_paths(added_paths(new, base, previous), location)
         location = self.warehouse.new_metadata_location(new, previous)
         text = new.model_dump_json()  # the spec's JSON, as pyiceberg writes metadata files
-        self.warehouse.write_text(text, location)
+        files.write_text(text, location)
         prepared.files.append(location)
         self._stage(tenant, catalog, change.key, current, new, location, prepared, text)
 
@@ -414,17 +419,19 @@ class Tables:
             version = (tenant, catalog, current.entity.entity_id, current.entity.version + 1)
             prepared.models.append((version, new))
 
-    async def _discard_unless_unknown(self, exc: MetastoreError, files: Sequence[str]) -> None:
+    async def _discard_unless_unknown(
+        self, exc: MetastoreError, files: TableFiles, written: Sequence[str]
+    ) -> None:
         """A failed commit wrote nothing, so its metadata files are garbage; but when the
         outcome is unknown the commit may have landed and reference them: keep them.
         (Anything that is not a ``MetastoreError`` also keeps them: an orphan file is
         harmless, a deleted one that a commit references is a broken table.)"""
         if not isinstance(exc, CommitStateUnknown):
-            await self._discard(files)
+            await self._discard(files, written)
 
-    async def _discard(self, files: Sequence[str]) -> None:
-        for location in files:
-            await asyncio.to_thread(self.warehouse.delete_quietly, location)
+    async def _discard(self, files: TableFiles, written: Sequence[str]) -> None:
+        for location in written:
+            await asyncio.to_thread(files.delete_quietly, location)
 
     # --- drop --------------------------------------------------------------------------
 
@@ -458,7 +465,8 @@ class Tables:
             metadata = state.model()
             location = normalize(metadata.location, "table location", file=True)
             held = self.records(tenant, catalog).inside(location)  # taken since the drop
-            purge = Purge(metadata, state.metadata_location, held, self.warehouse.io)
+            io = self.warehouse.files(tenant, catalog).io
+            purge = Purge(metadata, state.metadata_location, held, io)
             report = purge.report
             purge.run()
         except Exception as exc:

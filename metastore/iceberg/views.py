@@ -278,7 +278,13 @@ class Views:
                 requirement.validate_view(current)
             new = apply_view_updates(current, body.updates)
             new["location"] = await asyncio.to_thread(
-                self._location, tenant, catalog, key, new["location"], new.get("properties", {})
+                self._location,
+                tenant,
+                catalog,
+                key,
+                new["location"],
+                new.get("properties", {}),
+                current.get("location"),
             )
             try:
                 return await self._store(tenant, catalog, key, entity, new, principal, extra)
@@ -294,11 +300,17 @@ class Views:
         key: EntityKey,
         location: str | None,
         properties: Mapping[str, str],
+        kept: str | None = None,
     ) -> str:
         """The view's normalized location inside the catalog, and its location properties
-        inside it (blocking: symlinks); 400 otherwise."""
-        if location:
-            location = self._warehouse.check_location(location, tenant, catalog, "view location")
+        inside it (blocking: symlinks); 400 otherwise. ``kept``: the view's location
+        before this change (unchanged, it stays even where the catalog no longer allows
+        new views)."""
+        what = "view location"
+        if location and location == kept:
+            location = self._warehouse.check_kept_location(location, tenant, catalog, what)
+        elif location:
+            location = self._warehouse.check_location(location, tenant, catalog, what)
         else:
             location = self._tables.default_location(tenant, catalog, key)
         check_properties(properties, location)
@@ -319,7 +331,8 @@ class Views:
         if entity is not None:
             old_metadata, previous = self.state_of(tenant, catalog, entity)
         location = self._warehouse.new_view_metadata_location(metadata["location"], previous)
-        await asyncio.to_thread(self._warehouse.write_json, metadata, location)
+        files = self._warehouse.files(tenant, catalog)
+        await asyncio.to_thread(files.write_json, metadata, location)
         split = pieces.split(
             self._codec,
             pieces.VIEW_LAYOUT,
@@ -354,6 +367,6 @@ class Views:
             await self._metastore.commit(tenant, catalog, request)
         except MetastoreError as exc:
             if not isinstance(exc, CommitStateUnknown):  # it may have landed: keep the file
-                await asyncio.to_thread(self._warehouse.delete_quietly, location)
+                await asyncio.to_thread(files.delete_quietly, location)
             raise
         return {"metadata-location": location, "metadata": metadata, "config": {}}

@@ -51,9 +51,15 @@ class Cluster:
             self.root / f"node{i}" / "data",
             port=port,
             extra_args=args,
-            env=self.env,
+            env={"METASTORE_WAREHOUSE": self.warehouse(i).as_uri(), **(self.env or {})},
             log_path=self.root / f"node{i}.log",
         )
+
+    def warehouse(self, i: int) -> Path:
+        """Node ``i``'s own warehouse, set explicitly (cluster mode refuses the node-local
+        default): each node seeds the catalogs created without storage with its own, so
+        shared tables need a catalog with a shared storage root (or a shared setting)."""
+        return (self.root / f"node{i}" / "warehouse").resolve()
 
     def start(self) -> Cluster:
         topics.create(self.config)

@@ -2,7 +2,10 @@
 
 ``iceberg_server`` is module-scoped and parametrized by deployment mode, so the
 cluster mode joins as one more parameter; each test gets its own catalog (its
-own prefix and warehouse directory) on the shared node.
+own prefix and warehouse directory) on the shared node. Embedded, catalogs take
+the storage the node seeds (``<data dir>/warehouse/<tenant>/<catalog>``); in a
+cluster each node has its own warehouse setting, so catalogs are created with a
+storage root every node reaches.
 """
 
 from __future__ import annotations
@@ -27,20 +30,25 @@ class Server:
     url: str
     data_dir: Path
     node_urls: tuple[str, ...] = ()  # every node of a cluster (each has its own /metrics)
+    storage: Path | None = None  # create catalogs with storage roots under it (else seeded)
 
     def new_catalog(self) -> str:
         name = f"c{uuid.uuid4().hex[:10]}"
-        reply = requests.post(
-            f"{self.url}/api/v1/tenants/{TENANT}/catalogs", json={"name": name}, timeout=30
-        )
+        body: dict[str, object] = {"name": name}
+        if self.storage is not None:
+            body["storage"] = {"root": self.warehouse(name).as_uri()}
+        reply = requests.post(f"{self.url}/api/v1/tenants/{TENANT}/catalogs", json=body, timeout=30)
         assert reply.status_code == 201, reply.text
+        assert reply.json()["storage"]["root"] == self.warehouse(name).as_uri(), reply.text
         return name
 
     def client(self, catalog: str, **properties: str) -> RestCatalog:
         return RestCatalog("test", uri=self.url, warehouse=catalog, **properties)
 
     def warehouse(self, catalog: str) -> Path:
-        return self.data_dir / "warehouse" / TENANT / catalog
+        """Where the catalog's tables go by default (its storage root)."""
+        base = self.storage if self.storage is not None else self.data_dir / "warehouse"
+        return base / TENANT / catalog
 
 
 def _node(root: Path, env: dict[str, str] | None = None) -> NodeProcess:
@@ -68,21 +76,17 @@ def iceberg_server(
 
 
 def _cluster_server(request: pytest.FixtureRequest, root: Path) -> Iterator[Server]:
-    """Two cluster nodes sharing one warehouse; the client talks to the first, so the
-    writes of every catalog whose partition the second owns are forwarded."""
+    """Two cluster nodes, each with its own warehouse setting; every catalog is created
+    with a storage root in one shared directory. The client talks to the first node,
+    so the writes of every catalog whose partition the second owns are forwarded."""
     bootstrap = request.getfixturevalue("kafka_bootstrap")
-    warehouse = (root / "shared" / "warehouse").resolve()
-    warehouse.mkdir(parents=True)
-    nodes = Cluster(
-        bootstrap,
-        f"i{uuid.uuid4().hex[:10]}",
-        root / "nodes",
-        size=2,
-        env={"METASTORE_WAREHOUSE": warehouse.as_uri()},
-    )
+    shared = (root / "shared" / "warehouse").resolve()
+    shared.mkdir(parents=True)
+    nodes = Cluster(bootstrap, f"i{uuid.uuid4().hex[:10]}", root / "nodes", size=2)
     try:
         nodes.start()
-        yield Server(nodes.nodes[0].url, warehouse.parent, tuple(n.url for n in nodes.nodes))
+        urls = tuple(n.url for n in nodes.nodes)
+        yield Server(nodes.nodes[0].url, shared.parent, urls, storage=shared)
         assert len(nodes.alive()) == 2, nodes.nodes[0].log_tail()
     finally:
         nodes.close()

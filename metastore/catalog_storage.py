@@ -1,0 +1,252 @@
+"""The storage of each catalog, as both APIs use it: read, seeded, checked, recorded.
+
+A catalog's storage is its ``storage`` record (``metastore.storage``), written
+in the catalog's own commits, so every node reads the same one. A node's
+``METASTORE_WAREHOUSE`` / ``METASTORE_WAREHOUSE_IO`` only seed the storage of a
+catalog created without one (``<warehouse>/<tenant>/<catalog>``), and of a
+catalog created before storage was recorded: ``record_missing`` writes that seed
+once, on the first start of a node that knows storage records; until then the
+catalog reads as its seed, which is what the node used before.
+
+What storage a client may give a catalog (``check``) is bounded by this node:
+
+- every prefix lies inside ``METASTORE_STORAGE_ROOTS`` when that is set;
+- no ``file://`` prefix contains this node's data directory or lies inside it
+  (except its default warehouse, ``<data dir>/warehouse``): RocksDB lives there;
+- no prefix equals, contains or lies inside a prefix of another catalog (of any
+  tenant), so a purge in one catalog never reaches another's files. This is
+  checked against this node's view when the storage is written: two catalogs
+  given overlapping storage at the same moment can both pass (they are separate
+  refs with no common commit), a gap the maintenance audit must report;
+- the credentials a client names must resolve on the node that writes the record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from metastore.changes import Change, CreateEntity, UpdateEntity
+from metastore.commits import CommitRequest, Record
+from metastore.config import ServerConfig
+from metastore.credentials import Credentials, CredentialSources
+from metastore.errors import (
+    AlreadyExists,
+    BadRequest,
+    CommitConflict,
+    NoSuchCatalog,
+    NoSuchTenant,
+    NotFound,
+    NotOwner,
+    ServiceUnavailable,
+    StorageUnavailable,
+)
+from metastore.keys import MAIN_REF
+from metastore.locations import Location, catalog_root, is_inside
+from metastore.model import Entity
+from metastore.requirements import AssertNotExists, AssertVersion, Requirement
+from metastore.service import Metastore
+from metastore.storage import STORAGE_RECORD, Storage, seeded
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStorage:
+    """What this node contributes: the seed, where it finds secrets, its bounds."""
+
+    warehouse_root: str
+    io_properties: dict[str, str]
+    credentials: Credentials | None
+    sources: CredentialSources
+    roots: tuple[Location, ...] = ()
+    data_dir: Path | None = None
+
+    @classmethod
+    def of(cls, config: ServerConfig) -> NodeStorage:
+        return cls(
+            config.warehouse_root,
+            config.warehouse_properties,
+            config.seed_credentials,
+            CredentialSources.of_process(config.credentials_dir, config.warehouse_io),
+            config.storage_root_list,
+            config.data_dir.resolve(),
+        )
+
+
+class CatalogStorage:
+    def __init__(self, metastore: Metastore, node: NodeStorage) -> None:
+        self._metastore = metastore
+        self.node = node
+
+    # --- reads -------------------------------------------------------------------------
+
+    def of(self, tenant: str, catalog: str) -> Storage:
+        """The catalog's storage at HEAD (its seed if none is recorded yet)."""
+        entity = self.recorded(tenant, catalog)
+        if entity is None:
+            return self.seed(tenant, catalog)
+        return Storage.from_properties(entity.properties, entity.version)
+
+    def recorded(self, tenant: str, catalog: str) -> Entity | None:
+        try:
+            return self._metastore.get_entity(tenant, catalog, STORAGE_RECORD)
+        except (NoSuchTenant, NoSuchCatalog):
+            raise
+        except NotFound:
+            return None
+
+    def seed(self, tenant: str, catalog: str) -> Storage:
+        root = catalog_root(self.node.warehouse_root, tenant, catalog)
+        return seeded(root, self.node.io_properties, self.node.credentials)
+
+    def io_properties(self, storage: Storage) -> dict[str, str]:
+        """The FileIO properties of ``storage`` with its secrets, read now (blocking);
+        ``StorageUnavailable`` when this node lacks them."""
+        secrets = storage.credentials.resolve(self.node.sources) if storage.credentials else {}
+        return {**storage.io_properties, **secrets}
+
+    # --- writes ------------------------------------------------------------------------
+
+    def check(self, tenant: str, catalog: str, storage: Storage, *, given: bool) -> None:
+        """``storage`` may be the catalog's (see the module docstring); 400 otherwise.
+        ``given``: a client named it (its credentials must resolve here). Blocking."""
+        for prefix in storage.locations():
+            self._check_bounds(prefix)
+        clash = self._overlap(tenant, catalog, storage.locations())
+        if clash is not None:
+            raise BadRequest(clash)
+        if given and storage.credentials is not None:
+            try:
+                storage.credentials.resolve(self.node.sources)
+            except StorageUnavailable as exc:
+                raise BadRequest(exc.message) from None
+
+    def _check_bounds(self, prefix: Location) -> None:
+        roots = self.node.roots
+        if roots and not any(is_inside(prefix, root, allow_equal=True) for root in roots):
+            allowed = ", ".join(str(root) for root in roots)
+            raise BadRequest(
+                f"storage location {prefix} is outside this deployment's storage roots"
+                f" ({allowed}; METASTORE_STORAGE_ROOTS)"
+            )
+        data_dir = self.node.data_dir
+        if prefix.scheme != "file" or data_dir is None:
+            return
+        data = data_dir.as_uri()
+        warehouse = data_dir.joinpath("warehouse").as_uri()
+        if is_inside(data, prefix, allow_equal=True, resolve=True) or (
+            is_inside(prefix, data, allow_equal=True, resolve=True)
+            and not is_inside(prefix, warehouse, allow_equal=True, resolve=True)
+        ):
+            raise BadRequest(
+                f"storage location {prefix} overlaps this node's data directory"
+                " (only its warehouse folder may hold table files)"
+            )
+
+    def _overlap(self, tenant: str, catalog: str, prefixes: Sequence[Location]) -> str | None:
+        """Why ``prefixes`` overlap another catalog's storage, if they do."""
+        for ref in self._metastore.persistence.scan_refs():
+            key = ref.key
+            if (
+                key.name != MAIN_REF
+                or not key.catalog
+                or (key.tenant, key.catalog)
+                == (
+                    tenant,
+                    catalog,
+                )
+            ):
+                continue
+            try:
+                theirs = self.of(key.tenant, key.catalog).locations()
+            except (NotFound, BadRequest):  # deleted meanwhile, or an unreadable old root
+                continue
+            for mine in prefixes:
+                for other in theirs:
+                    if mine.within(other) or other.within(mine):
+                        whose = f"catalog {key.catalog!r}" if key.tenant == tenant else "a catalog"
+                        return (
+                            f"storage location {mine} overlaps the storage of {whose} of"
+                            f"{'' if key.tenant == tenant else ' another'} tenant: catalogs"
+                            " keep their files apart"
+                        )
+        return None
+
+    def create_changes(self, storage: Storage) -> tuple[Change, ...]:
+        """The record a catalog's creation writes in its root commit."""
+        return (CreateEntity(STORAGE_RECORD, storage.to_properties()),)
+
+    def update_request(
+        self,
+        current: Entity | None,
+        storage: Storage,
+        expected_version: int | None,
+        principal: str,
+        record: Record | None,
+    ) -> CommitRequest:
+        """Replace the catalog's storage record (create it for a catalog without one)."""
+        requirements: tuple[Requirement, ...] = ()
+        change: Change
+        if current is None:
+            if expected_version is not None:
+                raise CommitConflict(
+                    "requirement failed: the catalog's storage is not recorded yet, expected"
+                    f" version {expected_version}"
+                )
+            requirements = (AssertNotExists(STORAGE_RECORD),)
+            change = CreateEntity(STORAGE_RECORD, storage.to_properties())
+        else:
+            if expected_version is not None:
+                requirements = (AssertVersion(STORAGE_RECORD, expected_version),)
+            change = UpdateEntity(STORAGE_RECORD, storage.to_properties())
+        return CommitRequest(
+            requirements, (change,), principal, "update catalog storage", record=record
+        )
+
+    # --- catalogs from before storage was recorded ------------------------------------
+
+    async def record_missing(self, *, retry: bool) -> int:
+        """Record the seed of every catalog that has no storage record (what it used
+        until now); returns how many this node wrote. ``retry``: cluster mode, where only
+        a catalog's owner can write and the owner may be another node: keep trying
+        (backing off) until every such catalog has a record, by whichever node."""
+        written = 0
+        delay = 0.1
+        while True:
+            waiting = 0
+            for ref in list(self._metastore.persistence.scan_refs()):
+                tenant, catalog = ref.key.tenant, ref.key.catalog
+                if ref.key.name != MAIN_REF or not catalog:
+                    continue
+                try:
+                    written += await self._record_one(tenant, catalog)
+                except (NotOwner, ServiceUnavailable) as exc:
+                    if not retry:
+                        raise
+                    log.debug("storage of %s/%s waits: %s", tenant, catalog, exc.message)
+                    waiting += 1
+            if not waiting:
+                return written
+            await asyncio.sleep(delay)
+            delay = min(2.0, delay * 2)
+
+    async def _record_one(self, tenant: str, catalog: str) -> int:
+        try:
+            if self.recorded(tenant, catalog) is not None:
+                return 0
+            storage = self.seed(tenant, catalog)
+            request = CommitRequest(
+                (AssertNotExists(STORAGE_RECORD),),
+                self.create_changes(storage),
+                "system",
+                "record catalog storage",
+            )
+            await self._metastore.commit(tenant, catalog, request)
+        except (NotFound, AlreadyExists, CommitConflict):  # deleted, or recorded meanwhile
+            return 0
+        log.info("recorded the storage of catalog %s/%s: %s", tenant, catalog, storage.root)
+        return 1

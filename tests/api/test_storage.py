@@ -1,0 +1,294 @@
+"""A catalog's storage through the native API, and what it means on both APIs.
+
+A real node (a child process) whose environment holds storage credentials, and
+whose credentials directory holds a credentials file. Catalogs are created with
+storage roots in a directory of the test's own; every secret is a marker that
+is then looked for in every response, the node's log (at DEBUG) and the raw
+bytes of its RocksDB files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from metastore.procs import NodeProcess
+
+from .support import TIMEOUT, Api, Reply, assert_error, assert_status, unique
+
+SECRET = "s3cr3t-" + uuid.uuid4().hex  # a value that must never leave the node's memory
+FILE_SECRET = "f1le-s3cr3t-" + uuid.uuid4().hex
+ENV = "METASTORE_STORAGE_CREDENTIALS_TESTS"
+CATALOGS = "/api/v1/tenants/default/catalogs"
+SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
+
+
+@dataclass(frozen=True)
+class StorageNode:
+    process: NodeProcess
+    shared: Path  # where the tests' catalogs keep their files
+    credentials: Path  # the node's credentials directory
+
+    def secrets_file(self) -> Path:
+        return self.credentials / "storage.json"
+
+
+@pytest.fixture(scope="module")
+def storage_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StorageNode]:
+    root = tmp_path_factory.mktemp("storage")
+    credentials = root / "credentials"
+    credentials.mkdir()
+    keys = {"s3.access-key-id": "AKIA-TESTS", "s3.secret-access-key": FILE_SECRET}
+    (credentials / "storage.json").write_text(json.dumps(keys))
+    env = {
+        ENV: json.dumps({"s3.access-key-id": "AKIA-TESTS", "s3.secret-access-key": SECRET}),
+        "METASTORE_CREDENTIALS_DIR": str(credentials),
+        "METASTORE_LOG_LEVEL": "DEBUG",
+    }
+    process = NodeProcess(root / "data", log_path=root / "node.log", env=env)
+    with process:
+        yield StorageNode(process, (root / "shared").resolve(), credentials)
+        assert process.proc is not None and process.proc.poll() is None, process.log_tail()
+    log = process.log_path.read_text(errors="replace")
+    assert "Traceback" not in log, f"the node logged an unhandled error:\n{process.log_tail(60)}"
+
+
+class Recorder(Api):
+    """An ``Api`` that keeps every response text, to look for secrets in them afterwards."""
+
+    def __init__(self, session: aiohttp.ClientSession, base_url: str) -> None:
+        super().__init__(session, base_url)
+        self.texts: list[str] = []
+
+    async def call(self, method: str, path: str, **kwargs: Any) -> Reply:
+        reply = await super().call(method, path, **kwargs)
+        self.texts.append(reply.text + json.dumps(reply.headers))
+        return reply
+
+
+@pytest.fixture
+async def api(storage_node: StorageNode) -> AsyncIterator[Recorder]:
+    async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+        recorder = Recorder(session, storage_node.process.url)
+        yield recorder
+        for text in recorder.texts:
+            assert SECRET not in text and FILE_SECRET not in text, text
+
+
+def uri(path: Path) -> str:
+    return path.as_uri()
+
+
+async def create(api: Api, name: str, storage: dict[str, Any] | None) -> Reply:
+    body: dict[str, Any] = {"name": name, "properties": {"team": "bi"}}
+    if storage is not None:
+        body["storage"] = storage
+    return await api.post(CATALOGS, body)
+
+
+async def iceberg_table(
+    api: Api, catalog: str, name: str, location: str | None = None, namespace: str = "db"
+) -> Reply:
+    body: dict[str, Any] = {"name": name, "schema": SCHEMA}
+    if location is not None:
+        body["location"] = location
+    return await api.post(f"/v1/{catalog}/namespaces/{namespace}/tables", body)
+
+
+async def test_a_catalog_keeps_its_storage_and_both_apis_obey_it(
+    api: Recorder, storage_node: StorageNode
+) -> None:
+    name = unique("c")
+    home, extra = storage_node.shared / name / "a", storage_node.shared / name / "extra"
+    storage = {
+        "type": "file",
+        "root": uri(home) + "/./",
+        "allowed-locations": [uri(home), uri(extra)],
+        "io-properties": {"s3.region": "eu-west-1"},
+        "credentials": {"env": ENV},
+    }
+    created = assert_status(await create(api, name, storage), 201)
+    shown = {
+        "type": "file",
+        "root": uri(home),
+        "allowed-locations": [uri(home), uri(extra)],
+        "io-properties": {"s3.region": "eu-west-1"},
+        "credentials": {"env": ENV},
+        "version": 1,
+    }
+    assert created["storage"] == shown and created["properties"] == {"team": "bi"}, created
+    assert (await api.ok("GET", f"{CATALOGS}/{name}"))["storage"] == shown
+
+    # Iceberg: the default location is under the root, any allowed location is fine
+    await api.ok("POST", f"/v1/{name}/namespaces", {"namespace": ["db"]})
+    table = assert_status(await iceberg_table(api, name, "t"))
+    assert table["metadata"]["location"] == f"{uri(home)}/db/t"
+    written = Path(table["metadata-location"].removeprefix("file://"))
+    assert await asyncio.to_thread(written.is_file)
+    assert_status(await iceberg_table(api, name, "e", f"{uri(extra)}/e"))
+    outside = storage_node.shared / name / "elsewhere"
+    refused = assert_error(await iceberg_table(api, name, "x", f"{uri(outside)}/x"), 400)
+    assert uri(home) in refused["message"] and uri(extra) in refused["message"], refused
+    # native: the same list
+    native = f"{CATALOGS}/{name}/namespaces/db/tables"
+    assert_error(await api.post(native, {"name": "n", "location": f"{uri(outside)}/n"}), 400)
+    assert_status(await api.post(native, {"name": "n", "location": f"{uri(extra)}/n"}), 201)
+
+    # a storage update moves where new tables go; existing tables keep their locations
+    moved = storage_node.shared / name / "b"
+    update = {"storage": {"root": uri(moved)}, "expected-version": 1}
+    updated = await api.ok("POST", f"{CATALOGS}/{name}/storage", update)
+    assert updated["storage"] == {
+        "type": "file",
+        "root": uri(moved),
+        "allowed-locations": [uri(moved)],
+        "io-properties": {},
+        "version": 2,
+    }, updated
+    assert updated["properties"] == {"team": "bi"}
+    assert_error(await api.post(f"{CATALOGS}/{name}/storage", update), 409)  # stale version
+    commit = {"updates": [{"action": "set-properties", "updates": {"k": "v"}}]}
+    kept = await api.ok("POST", f"/v1/{name}/namespaces/db/tables/t", commit)
+    assert kept["metadata"]["location"] == f"{uri(home)}/db/t"
+    assert kept["metadata"]["properties"] == {"k": "v"}
+    new = assert_status(await iceberg_table(api, name, "u"))
+    assert new["metadata"]["location"] == f"{uri(moved)}/db/u"
+    assert_error(await iceberg_table(api, name, "y", f"{uri(home)}/y"), 400)
+    assert_error(await api.post(native, {"name": "m", "location": f"{uri(extra)}/m"}), 400)
+    history = (await api.ok("GET", f"{CATALOGS}/{name}/commits"))["commits"]
+    assert "update catalog storage" in [c["operation"] for c in history]
+
+
+async def test_without_storage_a_catalog_takes_the_nodes_seed(
+    api: Recorder, storage_node: StorageNode
+) -> None:
+    name = unique("c")
+    created = assert_status(await create(api, name, None), 201)
+    seed = uri(storage_node.process.data_dir.resolve() / "warehouse" / "default" / name)
+    assert created["storage"] == {
+        "type": "file",
+        "root": seed,
+        "allowed-locations": [seed],
+        "io-properties": {},
+        "version": 1,
+    }, created
+    default = await api.ok("GET", f"{CATALOGS}/default")
+    assert default["storage"]["root"].endswith("/warehouse/default/default"), default
+
+
+@pytest.mark.parametrize(
+    ("storage", "problem"),
+    [
+        (
+            {"root": "ROOT", "io-properties": {"s3.secret-access-key": SECRET}},
+            "looks like a secret",
+        ),
+        ({"root": "ROOT", "io-properties": {"s3.session-token": SECRET}}, "looks like a secret"),
+        ({"root": "ROOT", "io-properties": {"py-io-impl": "os.System"}}, "not an S3 FileIO"),
+        ({"root": "ROOT", "credentials": {"env": "METASTORE_STORAGE_CREDENTIALS_NONE"}}, "not set"),
+        ({"root": "ROOT", "credentials": {"env": "PATH"}}, "METASTORE_STORAGE_CREDENTIALS_"),
+        ({"root": "ROOT", "credentials": {"file": "/etc/passwd"}}, "credentials directory"),
+        ({"root": "ROOT", "credentials": {"env": ENV, "extra": 1}}, '{"env": NAME}'),
+        ({"root": "ROOT", "unknown": 1}, "unexpected"),
+        ({"root": "relative/x"}, "relative"),
+        ({"root": "ROOT", "allowed-locations": ["file:///no/such/place"]}, "inside none"),
+        ({"root": "DATA"}, "overlaps this node's data directory"),
+        ({"root": "DATA/rocksdb/x"}, "overlaps this node's data directory"),
+        ({"root": "OTHER/inside"}, "overlaps the storage of catalog"),
+        ({"root": "ROOT", "allowed-locations": ["ROOT", "OTHER"]}, "overlaps the storage of"),
+    ],
+)
+async def test_a_refused_storage_is_a_400_that_writes_nothing(
+    api: Recorder, storage_node: StorageNode, storage: dict[str, Any], problem: str
+) -> None:
+    other, third = unique("o"), unique("o")
+    other_root = uri(storage_node.shared / other)
+    assert_status(await create(api, other, {"root": other_root}), 201)
+    assert_status(await create(api, third, {"root": uri(storage_node.shared / third)}), 201)
+    name = unique("c")
+    text = json.dumps(storage)
+    text = text.replace("ROOT", uri(storage_node.shared / name)).replace("OTHER", other_root)
+    text = text.replace("DATA", uri(storage_node.process.data_dir.resolve()))
+    error = assert_error(await create(api, name, json.loads(text)), 400)
+    assert problem in error["message"], error
+    assert_error(await api.get(f"{CATALOGS}/{name}"), 404)
+    update = {"storage": json.loads(text)}
+    error = assert_error(await api.post(f"{CATALOGS}/{third}/storage", update), 400)
+    assert problem in error["message"], error
+    assert (await api.ok("GET", f"{CATALOGS}/{third}"))["storage"]["version"] == 1
+
+
+async def test_a_node_without_the_credentials_answers_503_naming_them(
+    api: Recorder, storage_node: StorageNode
+) -> None:
+    name = unique("c")
+    storage = {
+        "root": uri(storage_node.shared / name),
+        "credentials": {"file": str(storage_node.secrets_file())},
+    }
+    assert_status(await create(api, name, storage), 201)
+    await api.ok("POST", f"/v1/{name}/namespaces", {"namespace": ["db"]})
+    assert_status(await iceberg_table(api, name, "t"))
+    moved = storage_node.secrets_file().with_suffix(".away")
+    storage_node.secrets_file().rename(moved)
+    try:
+        head = (await api.ok("GET", f"{CATALOGS}/{name}/ref"))["head"]
+        error = assert_error(
+            await iceberg_table(api, name, "u"), 503, "ServiceUnavailableException"
+        )
+        assert str(storage_node.secrets_file()) in error["message"], error
+        assert "cannot be read here" in error["message"], error
+        assert (await api.ok("GET", f"{CATALOGS}/{name}/ref"))["head"] == head  # nothing written
+    finally:
+        moved.rename(storage_node.secrets_file())
+    assert_status(await iceberg_table(api, name, "u"))
+
+
+async def test_a_retried_creation_replays_its_storage(
+    api: Recorder, storage_node: StorageNode
+) -> None:
+    name = unique("c")
+    body = {"name": name, "storage": {"root": uri(storage_node.shared / name)}}
+    headers = {"Idempotency-Key": unique("k")}
+    first = await api.call("POST", CATALOGS, json_body=body, headers=headers)
+    again = await api.call("POST", CATALOGS, json_body=body, headers=headers)
+    assert assert_status(first, 201) == assert_status(again, 201)
+    assert again.body["storage"]["root"] == uri(storage_node.shared / name)
+
+
+async def test_secrets_are_nowhere_but_in_the_nodes_environment(
+    api: Recorder, storage_node: StorageNode
+) -> None:
+    """Both references are used (tables written through each), a refused body carries a
+    secret in its io-properties: afterwards no response (checked by the fixture), no log
+    line and no byte of the node's RocksDB holds a secret, while the same bytes do hold
+    the storage's plain values (so the search sees the records)."""
+    for credentials in ({"env": ENV}, {"file": str(storage_node.secrets_file())}):
+        name = unique("c")
+        storage = {
+            "root": uri(storage_node.shared / name),
+            "io-properties": {"s3.region": "plain-marker-region"},
+            "credentials": credentials,
+        }
+        assert_status(await create(api, name, storage), 201)
+        await api.ok("POST", f"/v1/{name}/namespaces", {"namespace": ["db"]})
+        assert_status(await iceberg_table(api, name, "t"))
+        leak = {"root": uri(storage_node.shared / name), "io-properties": {"s3.token": SECRET}}
+        assert_error(await api.post(f"{CATALOGS}/{name}/storage", {"storage": leak}), 400)
+    log = storage_node.process.log_path.read_bytes()
+    assert SECRET.encode() not in log and FILE_SECRET.encode() not in log
+    stored = b"".join(
+        path.read_bytes()
+        for path in (storage_node.process.data_dir / "rocksdb").rglob("*")
+        if path.is_file()
+    )
+    assert b"plain-marker-region" in stored and ENV.encode() in stored
+    assert SECRET.encode() not in stored and FILE_SECRET.encode() not in stored
