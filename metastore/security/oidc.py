@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 ALGORITHMS = ("RS256", "ES256")
 MAX_JWKS_BYTES = 1024 * 1024
 FETCH_TIMEOUT_S = 10.0
+_ENV = "METASTORE_OIDC_"
 Clock = Callable[[], float]
 
 
@@ -59,12 +60,21 @@ class OidcSettings:
     max_age_s: float = 900.0
 
     def __post_init__(self) -> None:
+        if not self.issuer:
+            raise ConfigError(
+                "oidc_issuer", f"not set; an identity provider needs it ({_ENV}ISSUER)"
+            )
         check_url("oidc_issuer", self.issuer)
-        if not self.audience or any(c.isspace() or ord(c) < 32 for c in self.audience):
-            raise ConfigError("oidc_audience", "required with an issuer; no spaces")
+        if not self.audience:
+            raise ConfigError(
+                "oidc_audience", f"not set; an identity provider needs it ({_ENV}AUDIENCE)"
+            )
+        if any(c.isspace() or ord(c) < 32 for c in self.audience):
+            raise ConfigError("oidc_audience", "must have no spaces or control characters")
         if bool(self.jwks_url) == bool(self.jwks_file):
             raise ConfigError(
-                "oidc_jwks_url", "set exactly one of oidc_jwks_url and oidc_jwks_file"
+                "oidc_jwks_url",
+                f"set exactly one of {_ENV}JWKS_URL and {_ENV}JWKS_FILE (where the keys are)",
             )
         if self.jwks_url:
             check_url("oidc_jwks_url", self.jwks_url)

@@ -8,7 +8,6 @@ import asyncio
 import time
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
@@ -19,21 +18,14 @@ import requests
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import TooManyRequestsError
 
-from metastore.cache import ObjectCache
-from metastore.changes import Change, CreateEntity, DeleteEntity
-from metastore.clock import SystemClock
+from metastore.changes import CreateEntity, DeleteEntity
 from metastore.cluster import topics
 from metastore.cluster.config import ClusterConfig
-from metastore.codec import default_codec
-from metastore.commits import CommitRequest, Committer, EngineLimits
-from metastore.ids import SnowflakeGenerator
-from metastore.keys import SYSTEM_CATALOG, EntityKey, Kind
-from metastore.lanes import CommitLanes
-from metastore.persistence.rocksdb import RocksDBPersistence
+from metastore.keys import EntityKey, Kind
 from metastore.procs import NodeProcess, free_port
 from metastore.security.hashing import hash_secret
 from metastore.security.signing import LEGACY_KEY, TOKEN_KEYS
-from metastore.service import Metastore
+from tests.security.stores import offline_store
 
 from .conftest import Server
 
@@ -232,50 +224,6 @@ def test_secrets_are_hashed_off_the_event_loop_for_known_and_unknown_ids(tmp_pat
         assert config_status(process.url, token_of(process.url, *ALICE)) == 200
 
 
-class LegacyStore:
-    """The real engine on a stopped node's RocksDB, writing the default tenant's system
-    records as an earlier version of the node left them."""
-
-    def __init__(self, data_dir: Path, executor: ThreadPoolExecutor) -> None:
-        self.persistence = RocksDBPersistence(data_dir / "rocksdb")
-        codec, clock = default_codec(), SystemClock()
-        holder: list[Metastore] = []
-        committer = Committer(
-            self.persistence,
-            codec,
-            lambda tenant, catalog: holder[0].objects(tenant, catalog),
-            SnowflakeGenerator(1023, clock),
-            clock,
-            EngineLimits(),
-        )
-        self.lanes = CommitLanes(committer, executor)
-        self.metastore = Metastore(self.persistence, codec, ObjectCache(), self.lanes)
-        holder.append(self.metastore)
-
-    def commit(self, *changes: Change) -> None:
-        request = CommitRequest(changes=changes, principal="system", operation="earlier version")
-
-        async def write() -> None:
-            await self.metastore.commit("default", SYSTEM_CATALOG, request)
-            await self.lanes.close()
-
-        asyncio.run(write())
-
-    def system_names(self) -> set[str]:
-        page = self.metastore.list_entities("default", SYSTEM_CATALOG, (), Kind.SYSTEM)
-        return {entity.path[-1] for entity in page.items}
-
-
-@contextmanager
-def legacy_store(data_dir: Path) -> Iterator[LegacyStore]:
-    with ThreadPoolExecutor(max_workers=1) as executor:
-        store = LegacyStore(data_dir, executor)
-        try:
-            yield store
-        finally:
-            store.persistence.close()
-
-
 # --- seeding -------------------------------------------------------------------------------
 
 
@@ -322,7 +270,7 @@ def test_client_records_of_earlier_versions_become_principals(tmp_path: Path) ->
     with the same secret and drops the old records, in commits."""
     with node(tmp_path, {}):
         pass  # a fresh node writes the default tenant, as every version did
-    with legacy_store(tmp_path / "data") as store:
+    with offline_store(tmp_path / "data") as store:
         carol = ("carol", "carol-secret-1")
         salt = bytes(range(16))
         legacy = {"salt": salt.hex(), "hash": hash_secret(carol[1], salt), "generation": "g1"}
@@ -340,7 +288,7 @@ def test_client_records_of_earlier_versions_become_principals(tmp_path: Path) ->
         listed = {p["name"]: p for p in reply.json()["principals"]}
         assert set(listed) == {"carol"}, listed  # bob's record was not one a version wrote
         assert listed["carol"]["type"] == "service" and not listed["carol"]["disabled"]
-    with legacy_store(tmp_path / "data") as store:
+    with offline_store(tmp_path / "data") as store:
         names = store.system_names()
         assert "principal:carol" in names and "token-keys" in names, names
         assert not {n for n in names if n.startswith("client:")} and "token-key" not in names

@@ -1,0 +1,70 @@
+"""The real commit engine on a stopped node's data directory (tests only)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+from metastore.cache import ObjectCache
+from metastore.changes import Change
+from metastore.clock import SystemClock
+from metastore.codec import default_codec
+from metastore.commits import CommitRequest, Committer, EngineLimits
+from metastore.ids import SnowflakeGenerator
+from metastore.keys import SYSTEM_CATALOG, Kind
+from metastore.lanes import CommitLanes
+from metastore.persistence.rocksdb import RocksDBPersistence
+from metastore.security.signing import TOKEN_KEYS, KeyRing
+from metastore.service import Metastore
+
+
+class OfflineStore:
+    """The real engine on a stopped node's RocksDB: reads and writes the default tenant's
+    system records as the node would (to see what it stored, or to write what an
+    earlier version left)."""
+
+    def __init__(self, data_dir: Path, executor: ThreadPoolExecutor) -> None:
+        self.persistence = RocksDBPersistence(data_dir / "rocksdb")
+        codec, clock = default_codec(), SystemClock()
+        holder: list[Metastore] = []
+        committer = Committer(
+            self.persistence,
+            codec,
+            lambda tenant, catalog: holder[0].objects(tenant, catalog),
+            SnowflakeGenerator(1023, clock),
+            clock,
+            EngineLimits(),
+        )
+        self.lanes = CommitLanes(committer, executor)
+        self.metastore = Metastore(self.persistence, codec, ObjectCache(), self.lanes)
+        holder.append(self.metastore)
+
+    def commit(self, *changes: Change) -> None:
+        request = CommitRequest(changes=changes, principal="system", operation="offline write")
+
+        async def write() -> None:
+            await self.metastore.commit("default", SYSTEM_CATALOG, request)
+            await self.lanes.close()
+
+        asyncio.run(write())
+
+    def system_names(self) -> set[str]:
+        page = self.metastore.list_entities("default", SYSTEM_CATALOG, (), Kind.SYSTEM)
+        return {entity.path[-1] for entity in page.items}
+
+    def key_ring(self) -> KeyRing:
+        entity = self.metastore.get_entity("default", SYSTEM_CATALOG, TOKEN_KEYS)
+        return KeyRing.of(entity.properties)
+
+
+@contextmanager
+def offline_store(data_dir: Path) -> Iterator[OfflineStore]:
+    with ThreadPoolExecutor(max_workers=1) as executor:
+        store = OfflineStore(data_dir, executor)
+        try:
+            yield store
+        finally:
+            store.persistence.close()
