@@ -36,6 +36,8 @@ from metastore.cli import _parser
 from metastore.cluster.config import PROPERTIES_ENV, PROPERTIES_FILE_ENV, properties_from_env
 from metastore.cluster.peer_auth import MIN_SECRET_LENGTH
 from metastore.config import ENV_PREFIX, ServerConfig
+from metastore.credentials import CredentialSources, is_secret_key
+from metastore.errors import StorageUnavailable
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = REPO / "docker-compose.yml"
@@ -241,11 +243,20 @@ def check_commands(compose: Compose) -> Problems:
     return problems
 
 
+def _referenced(config: ServerConfig | None) -> frozenset[str]:
+    """The variable the node's seeded storage names for its credentials, if any."""
+    reference = config.seed_credentials if config is not None else None
+    return frozenset({reference.env} if reference is not None and reference.env else ())
+
+
 def check_environment(compose: Compose) -> Problems:
-    """Every METASTORE_* variable is one the service's command actually reads."""
+    """Every METASTORE_* variable is one the service's command actually reads (a node's
+    storage credentials variable only if its storage names it)."""
     problems = []
+    configs = nodes(compose)
     for name, svc in metastore_services(compose).items():
         known = TOPICS_ENV | KAFKA_ENV if role(name) == ("topics", "create") else SERVE_ENV
+        known |= _referenced(configs.get(name))
         for key in environment(svc):
             if key.startswith(ENV_PREFIX) and key not in known:
                 problems.append(f"{name}: {key} is not read by `metastore {' '.join(role(name))}`")
@@ -305,8 +316,86 @@ def check_security(compose: Compose) -> Problems:
     shipped = [c.cluster_key for c in found.values()] + [
         s for c in found.values() for s in c.clients.values()
     ]
+    shipped += [
+        value
+        for svc in services(compose).values()
+        for key, value in environment(svc).items()
+        if key == "MINIO_ROOT_PASSWORD"
+    ]
     if not all("CHANGE-ME" in value for value in shipped):
         problems.append("a shipped secret is not marked CHANGE-ME")
+    return problems
+
+
+def _minio(compose: Compose) -> tuple[str, dict[str, Any]] | None:
+    found = [
+        (name, svc)
+        for name, svc in services(compose).items()
+        if str(svc.get("image", "")).startswith("minio/minio:")
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+def _bucket_jobs(compose: Compose, bucket: str) -> list[str]:
+    """The services whose command creates ``bucket`` with MinIO's client (``mc mb``)."""
+    made = re.compile(rf"\bmc mb\b[^&;|]*?\S*/{re.escape(bucket)}(?=\s|$|[&;|])")
+    return [
+        name for name, svc in services(compose).items() if made.search(" ".join(command(svc)) + " ")
+    ]
+
+
+def check_storage(compose: Compose) -> Problems:
+    """The nodes seed catalogs with one shared S3 warehouse: MinIO in the file, its bucket
+    made by a one-shot job the nodes wait for, path-style addressing, credentials by
+    reference to a variable every node has, equal to MinIO's root user and password."""
+    problems: Problems = []
+    found = nodes(compose)
+    if not found:
+        return ["no metastore node"]
+    for setting in ("warehouse", "warehouse_io", "warehouse_credentials", "storage_roots"):
+        if len({getattr(config, setting) for config in found.values()}) > 1:
+            problems.append(f"the nodes' {setting} settings differ: they would seed differently")
+    minio = _minio(compose)
+    if minio is None:
+        return [*problems, "expected exactly one service on the minio/minio image"]
+    minio_name, minio_svc = minio
+    minio_env = environment(minio_svc)
+    if "/data" not in _volume_targets(minio_svc):
+        problems.append(f"{minio_name}: /data is not on a named volume")
+    for name, config in found.items():
+        where = urlsplit(config.warehouse)
+        if where.scheme != "s3" or not where.netloc:
+            problems.append(f"{name}: warehouse {config.warehouse!r} is not an s3:// bucket")
+            continue
+        io = config.warehouse_properties
+        endpoint = urlsplit(io.get("s3.endpoint", ""))
+        if endpoint.hostname != minio_name or endpoint.port != 9000:
+            problems.append(f"{name}: s3.endpoint {endpoint.geturl()!r} is not {minio_name}:9000")
+        if io.get("s3.force-virtual-addressing") != "false":
+            problems.append(f"{name}: MinIO needs path-style (s3.force-virtual-addressing false)")
+        if any(is_secret_key(key) for key in io):
+            problems.append(f"{name}: METASTORE_WAREHOUSE_IO holds secrets; give a reference")
+        jobs = _bucket_jobs(compose, where.netloc)
+        if not jobs:
+            problems.append(f"{name}: no job creates the bucket {where.netloc!r}")
+        depends = services(compose)[name].get("depends_on") or {}
+        for job in jobs:
+            got = depends.get(job, {}).get("condition") if isinstance(depends, dict) else None
+            if got != "service_completed_successfully":
+                problems.append(f"{name}: must wait for {job} to complete, got {got}")
+        reference = config.seed_credentials
+        if reference is None or reference.env is None or reference.env not in _referenced(config):
+            problems.append(f"{name}: the storage credentials are not a variable reference")
+            continue
+        sources = CredentialSources(environment(services(compose)[name]))
+        try:
+            secrets = reference.resolve(sources)
+        except StorageUnavailable as exc:
+            problems.append(f"{name}: {exc.message}")
+            continue
+        pair = (secrets.get("s3.access-key-id"), secrets.get("s3.secret-access-key"))
+        if pair != (minio_env.get("MINIO_ROOT_USER"), minio_env.get("MINIO_ROOT_PASSWORD")):
+            problems.append(f"{name}: storage credentials do not match {minio_name}'s root user")
     return problems
 
 
@@ -578,6 +667,7 @@ COMPOSE_CHECKS: list[Callable[[Compose], Problems]] = [
     check_volumes,
     check_build,
     check_security,
+    check_storage,
 ]
 
 
@@ -766,7 +856,86 @@ def _kafka_properties_on_topics(c: Compose) -> None:
     services(c)["topics"]["environment"][PROPERTIES_ENV] = '{"security.protocol": "SSL"}'
 
 
+def _every_node(c: Compose, key: str, value: str | None) -> None:
+    for n in (1, 2, 3):
+        if value is None:
+            del _node(c, n)["environment"][key]
+        else:
+            _node(c, n)["environment"][key] = value
+
+
+def _node_local_warehouse(c: Compose) -> None:
+    del _node(c)["environment"]["METASTORE_WAREHOUSE"]
+    del _node(c)["environment"]["METASTORE_STORAGE_ROOTS"]  # (else: it misses the default)
+
+
+def _warehouses_differ(c: Compose) -> None:
+    _node(c, 2)["environment"]["METASTORE_WAREHOUSE"] = "s3://warehouse/elsewhere"
+
+
+def _file_warehouse(c: Compose) -> None:
+    _every_node(c, "METASTORE_WAREHOUSE", "file:///data/warehouse")
+    _every_node(c, "METASTORE_STORAGE_ROOTS", None)
+
+
+def _secrets_in_io(c: Compose) -> None:
+    io = {
+        "s3.endpoint": "http://minio:9000",
+        "s3.force-virtual-addressing": "false",
+        "s3.secret-access-key": "CHANGE-ME-minio-secret",
+    }
+    _every_node(c, "METASTORE_WAREHOUSE_IO", json.dumps(io))
+    _every_node(c, "METASTORE_WAREHOUSE_CREDENTIALS", None)
+
+
+def _virtual_hosts(c: Compose) -> None:
+    io = {"s3.endpoint": "http://minio:9000", "s3.force-virtual-addressing": "true"}
+    _every_node(c, "METASTORE_WAREHOUSE_IO", json.dumps(io))
+
+
+def _endpoint_on_the_host(c: Compose) -> None:
+    io = {"s3.endpoint": "http://localhost:9000", "s3.force-virtual-addressing": "false"}
+    _every_node(c, "METASTORE_WAREHOUSE_IO", json.dumps(io))
+
+
+def _wrong_storage_secret(c: Compose) -> None:
+    keys = {"s3.access-key-id": "metastore", "s3.secret-access-key": "CHANGE-ME-other"}
+    _every_node(c, "METASTORE_STORAGE_CREDENTIALS_MINIO", json.dumps(keys))
+
+
+def _missing_storage_secret(c: Compose) -> None:
+    _every_node(c, "METASTORE_STORAGE_CREDENTIALS_MINIO", None)
+
+
+def _unreferenced_storage_variable(c: Compose) -> None:
+    _node(c)["environment"]["METASTORE_STORAGE_CREDENTIALS_OTHER"] = "{}"
+
+
+def _no_bucket_job(c: Compose) -> None:
+    services(c)["bucket"]["command"] = ["mc ls local"]
+
+
+def _node_before_bucket(c: Compose) -> None:
+    _node(c, 3)["depends_on"]["bucket"]["condition"] = "service_started"
+
+
+def _minio_real_looking_password(c: Compose) -> None:
+    services(c)["minio"]["environment"]["MINIO_ROOT_PASSWORD"] = "p" * 20
+
+
 CASES: list[tuple[Callable[[Compose], None], Callable[[Compose], Problems], str]] = [
+    (_node_local_warehouse, check_commands, "a cluster needs shared storage"),
+    (_warehouses_differ, check_storage, "warehouse settings differ"),
+    (_file_warehouse, check_storage, "is not an s3:// bucket"),
+    (_secrets_in_io, check_storage, "METASTORE_WAREHOUSE_IO holds secrets"),
+    (_virtual_hosts, check_storage, "path-style"),
+    (_endpoint_on_the_host, check_storage, "is not minio:9000"),
+    (_wrong_storage_secret, check_storage, "do not match minio's root user"),
+    (_missing_storage_secret, check_storage, "is not set on this node"),
+    (_unreferenced_storage_variable, check_environment, "METASTORE_STORAGE_CREDENTIALS_OTHER"),
+    (_no_bucket_job, check_storage, "no job creates the bucket 'warehouse'"),
+    (_node_before_bucket, check_storage, "metastore-3: must wait for bucket"),
+    (_minio_real_looking_password, check_security, "not marked CHANGE-ME"),
     (_bogus_flag, check_commands, "rejected by the CLI"),
     (_wrong_subcommand, check_commands, "expected ('topics', 'create')"),
     (_no_advertised_url, check_commands, "advertised_url is required"),
