@@ -119,6 +119,12 @@ class ServiceUnavailable(MetastoreError):
     error_type = "ServiceUnavailableException"
 
 
+class StorageUnavailable(ServiceUnavailable):
+    """This node cannot reach a catalog's storage: the credentials its storage names are
+    missing or unusable here. Nothing was written; another node (or this one, once its
+    operator provides them) may succeed."""
+
+
 class NotOwner(ServiceUnavailable):
     """Cluster mode: this node does not (or no longer) own the catalog's partition.
 
