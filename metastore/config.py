@@ -235,6 +235,13 @@ class ServerConfig:
                 parse_prefix(self.warehouse, "the warehouse")
             except BadRequest as exc:
                 raise ConfigError("warehouse", exc.message) from None
+        if self.cluster_mode and not self.warehouse:
+            raise ConfigError(
+                "warehouse",
+                "not set; a cluster needs shared storage, and the default (under this node's"
+                " data directory) is not shared: set METASTORE_WAREHOUSE to an S3 bucket"
+                " (s3://bucket/path) or a file:// path every node mounts",
+            )
         for key in self.warehouse_properties:
             problem = None if is_secret_key(key) else io_key_problem(key)
             if problem is not None:
@@ -248,13 +255,6 @@ class ServerConfig:
         ):
             raise ConfigError(
                 "storage_roots", f"does not cover the warehouse {self.warehouse_root}"
-            )
-        if self.cluster_mode and not self.warehouse:
-            raise ConfigError(
-                "warehouse",
-                "not set; a cluster needs shared storage, and the default (under this node's"
-                " data directory) is not shared: set METASTORE_WAREHOUSE to an S3 bucket"
-                " (s3://bucket/path) or a file:// path every node mounts",
             )
 
     @property
