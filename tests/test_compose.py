@@ -297,7 +297,8 @@ def check_topics_agree(compose: Compose) -> Problems:
 
 
 def check_security(compose: Compose) -> Problems:
-    """The nodes run with auth on, a bootstrap client, and one cluster secret (the same on
+    """The nodes run with auth on, a bootstrap client that is a service admin (else it
+    could do nothing), and one cluster secret (the same on
     every node, or the nodes refuse each other's requests), and the file says to change
     the values it ships."""
     problems = []
@@ -307,6 +308,10 @@ def check_security(compose: Compose) -> Problems:
             problems.append(f"{name}: auth is off")
         if not config.clients:
             problems.append(f"{name}: no bootstrap client (METASTORE_AUTH_CLIENTS)")
+        elif not set(config.clients) & config.service_admins:
+            problems.append(
+                f"{name}: no bootstrap client is a service admin (METASTORE_AUTH_ADMINS)"
+            )
         if len(config.cluster_key) < MIN_SECRET_LENGTH:
             problems.append(f"{name}: no cluster secret")
     if len({config.cluster_key for config in found.values()}) > 1:
@@ -839,6 +844,10 @@ def _no_clients(c: Compose) -> None:
     del _node(c)["environment"]["METASTORE_AUTH_CLIENTS"]
 
 
+def _no_admins(c: Compose) -> None:
+    del _node(c, 2)["environment"]["METASTORE_AUTH_ADMINS"]
+
+
 def _real_looking_secret(c: Compose) -> None:
     for n in (1, 2, 3):
         _node(c, n)["environment"]["METASTORE_CLUSTER_SECRET"] = "s" * 40
@@ -967,6 +976,7 @@ CASES: list[tuple[Callable[[Compose], None], Callable[[Compose], Problems], str]
     (_other_cluster_secret, check_security, "cluster secrets differ"),
     (_auth_off, check_security, "metastore-1: auth is off"),
     (_no_clients, check_security, "metastore-1: no bootstrap client"),
+    (_no_admins, check_security, "metastore-2: no bootstrap client is a service admin"),
     (_real_looking_secret, check_security, "not marked CHANGE-ME"),
     (_refused_kafka_property, check_commands, "'enable.auto.commit' may not be set"),
     (_kafka_properties_differ, check_topics_agree, "metastore-1: Kafka properties differ"),
