@@ -148,32 +148,29 @@ class CatalogStorage:
             )
 
     def _overlap(self, tenant: str, catalog: str, prefixes: Sequence[Location]) -> str | None:
-        """Why ``prefixes`` overlap another catalog's storage, if they do."""
+        """Why ``prefixes`` overlap another catalog's storage, if they do (a catalog of
+        another tenant is not named: tenants do not learn of each other)."""
         for ref in self._metastore.persistence.scan_refs():
             key = ref.key
-            if (
-                key.name != MAIN_REF
-                or not key.catalog
-                or (key.tenant, key.catalog)
-                == (
-                    tenant,
-                    catalog,
-                )
-            ):
+            if key.name != MAIN_REF or not key.catalog:
+                continue
+            if (key.tenant, key.catalog) == (tenant, catalog):
                 continue
             try:
                 theirs = self.of(key.tenant, key.catalog).locations()
             except (NotFound, BadRequest):  # deleted meanwhile, or an unreadable old root
                 continue
             for mine in prefixes:
-                for other in theirs:
-                    if mine.within(other) or other.within(mine):
-                        whose = f"catalog {key.catalog!r}" if key.tenant == tenant else "a catalog"
-                        return (
-                            f"storage location {mine} overlaps the storage of {whose} of"
-                            f"{'' if key.tenant == tenant else ' another'} tenant: catalogs"
-                            " keep their files apart"
-                        )
+                if any(mine.within(other) or other.within(mine) for other in theirs):
+                    whose = (
+                        f"catalog {key.catalog!r}"
+                        if key.tenant == tenant
+                        else "a catalog of another tenant"
+                    )
+                    return (
+                        f"storage location {mine} overlaps the storage of {whose}:"
+                        " catalogs keep their files apart"
+                    )
         return None
 
     def create_changes(self, storage: Storage) -> tuple[Change, ...]:

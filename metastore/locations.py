@@ -113,7 +113,7 @@ def normalize(value: object, what: str = "location", *, file: bool = False) -> L
 
 
 def catalog_root(warehouse_root: str, tenant: str, catalog: str) -> str:
-    """Where a catalog keeps its files when it has no storage of its own: ``<root>/<t>/<c>``."""
+    """The root a node seeds a catalog's storage with: ``<warehouse root>/<t>/<c>``."""
     return f"{warehouse_root.rstrip('/')}/{tenant}/{catalog}"
 
 

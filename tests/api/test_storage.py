@@ -226,6 +226,21 @@ async def test_a_refused_storage_is_a_400_that_writes_nothing(
     assert (await api.ok("GET", f"{CATALOGS}/{third}"))["storage"]["version"] == 1
 
 
+async def test_storage_of_another_tenant_is_refused_without_naming_it(
+    api: Recorder, storage_node: StorageNode
+) -> None:
+    tenant, theirs = unique("t"), unique("secret-catalog")
+    await api.create_tenant(tenant)
+    root = uri(storage_node.shared / unique("d"))
+    reply = await api.post(
+        f"/api/v1/tenants/{tenant}/catalogs", {"name": theirs, "storage": {"root": root}}
+    )
+    assert_status(reply, 201)
+    error = assert_error(await create(api, unique("c"), {"root": f"{root}/inside"}), 400)
+    assert "a catalog of another tenant" in error["message"], error
+    assert theirs not in error["message"] and tenant not in error["message"], error
+
+
 async def test_a_node_without_the_credentials_answers_503_naming_them(
     api: Recorder, storage_node: StorageNode
 ) -> None:
