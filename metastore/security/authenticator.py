@@ -66,7 +66,9 @@ class Authenticator:
         hashing pool is full (nothing checked, nothing counted).
         """
         parsed = parse_principal_id(client_id)  # None: no principal has this id
-        attempt = self._attempts.begin(client_id if parsed else "", address)
+        # counted per principal: "alice" and "alice@default" are one id, one window
+        counted = Principal(*parsed, "service").id if parsed else ""
+        attempt = self._attempts.begin(counted, address)
         record = self._record(*parsed) if parsed else None
         if record is not None and record.type != "service":
             record = None

@@ -70,7 +70,11 @@ class Forger:
 def signed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NodeProcess, Forger, str]]:
     """A node, a forger holding its key ring, and a token the node issued to alice."""
     root = tmp_path_factory.mktemp("jwt")
-    env = {"METASTORE_AUTH_CLIENTS": clients(ALICE), "METASTORE_TOKEN_TTL_SECONDS": str(TTL)}
+    env = {
+        "METASTORE_AUTH_CLIENTS": clients(ALICE),
+        "METASTORE_AUTH_ADMINS": ALICE[0],  # may do anything: only her token is in question
+        "METASTORE_TOKEN_TTL_SECONDS": str(TTL),
+    }
     port = free_port()
     with node(root, env, port) as process:
         issued = token_of(process.url, *ALICE)
