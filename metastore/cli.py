@@ -124,9 +124,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def serve(config: ServerConfig) -> int:
     """Run the node until SIGTERM/SIGINT; 2 (one line on stderr) if its data directory
-    or its address cannot be used."""
+    or its address cannot be used, or if another node refuses its credential."""
     from metastore.api import server
     from metastore.api.app import create_app
+    from metastore.cluster.peer_auth import PeerRefused
 
     try:
         _check_data_dir(config.data_dir)
@@ -154,6 +155,9 @@ def serve(config: ServerConfig) -> int:
         context = tls.server_context(config.tls_cert, config.tls_key, config.tls_ca)
     try:
         server.run(create_app(config), config, context)  # connection limit and deadlines
+    except PeerRefused as exc:  # the cluster secrets (or CAs) differ: nothing to retry
+        _refuse(exc.message)
+        return 2
     except OSError as exc:
         if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
             raise

@@ -55,6 +55,7 @@ class NodeLeaser:
         self._lease_us = int(lease_seconds * 1_000_000)
         self._rng = rng or random.Random()
         self.lease: Lease | None = None
+        self._unsettled: Lease | None = None  # a renewal whose outcome is not known yet
 
     @property
     def renew_interval_s(self) -> float:
@@ -87,15 +88,57 @@ class NodeLeaser:
         raise ServiceUnavailable("all 1024 snowflake node ids are leased; cannot start")
 
     def renew(self) -> bool:
-        """Extend the lease; False if it was lost (taken over after expiry)."""
+        """Extend the lease; False once it is lost (taken over after expiry, or not
+        renewed in time). A renewal that fails or whose outcome is unknown (no owner of
+        the system partition answered, a fenced owner) is never fatal while the lease
+        holds: the lease is read back, and the next interval tries again."""
         lease = self.lease
         if lease is None:
             return False
+        lease = self._adopt_unsettled(lease)
         until = self._clock.now_us() + self._lease_us
         new = self._object(lease.node_id, until)
-        if self._persistence.cas_updateable(new.key, lease.token, new):
+        try:
+            swapped = self._persistence.cas_updateable(new.key, lease.token, new)
+        except MetastoreError as exc:
+            return self._settle(lease, Lease(lease.node_id, new.token, until), exc)
+        if swapped:
             self.lease = Lease(lease.node_id, new.token, until)
             return True
+        return self._lost(lease)
+
+    def _settle(self, lease: Lease, attempt: Lease, error: MetastoreError) -> bool:
+        """Read the lease back after a renewal that raised: renewed, still ours until it
+        expires (tried again next interval), or lost."""
+        token = self._token(lease.node_id)
+        if token == attempt.token:
+            self.lease = attempt
+            return True
+        if token == lease.token and self._clock.now_us() < lease.leased_until_us:
+            # the renewal may still reach this node's view: remember it (see renew)
+            self._unsettled = attempt
+            log.warning(
+                "could not renew node id %d (%s); it holds for %.0fs more, retrying",
+                lease.node_id,
+                error.message,
+                (lease.leased_until_us - self._clock.now_us()) / 1_000_000,
+            )
+            return True
+        return self._lost(lease)
+
+    def _adopt_unsettled(self, lease: Lease) -> Lease:
+        """A renewal whose outcome was unknown and that has since reached the view holds."""
+        attempt, self._unsettled = self._unsettled, None
+        if attempt is not None and self._token(lease.node_id) == attempt.token:
+            self.lease = attempt
+            return attempt
+        return lease
+
+    def _token(self, node_id: int) -> str | None:
+        current = self._persistence.get_updateable(lease_key(node_id))
+        return None if current is None else current.token
+
+    def _lost(self, lease: Lease) -> bool:
         log.error("lost the lease on node id %d", lease.node_id)
         self.lease = None
         return False

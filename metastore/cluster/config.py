@@ -195,6 +195,16 @@ class ClusterConfig:
         return f"brokers {self.bootstrap}, Kafka properties {shown}"
 
     @property
+    def takeover_s(self) -> float:
+        """How long a partition can be without a ready owner after its owner is gone: the
+        broker expels a departed member only after the session timeout (members never
+        leave, see ``membership``), the group then rebalances (the test broker takes half
+        a session), and the new owner's ``init_transactions`` may wait out the old owner's
+        open transaction before its barrier goes round."""
+        session_s = self.session_timeout_ms / 1000
+        return 1.5 * session_s + self.transaction_timeout_s + 5.0
+
+    @property
     def refs_topic(self) -> str:
         return f"{self.prefix}.refs"
 

@@ -8,6 +8,17 @@ owner before the rebalance completes, so at most one member believes it owns a
 partition. A member that stops polling (crash, SIGSTOP) is expelled after
 ``session.timeout.ms``; it may still believe it owns its partitions, which is
 why ownership is enforced by transactional fencing and epochs, not by the group.
+
+A member never leaves the group explicitly (no LeaveGroup): a stopped node is
+expelled after the session timeout, exactly like a crashed one. Leaving is not
+safe on every broker: the test broker (Tansu 0.6.0) keeps a leader that leaves
+while a rebalance is in progress as the group's leader for good, so no member,
+present or future, is ever assigned a partition again. Stopping every node of a
+cluster one after another does exactly that (the second one leaves during the
+rebalance the first one's departure started), and a member cannot know that no
+rebalance is under way when it leaves. Expiry has no such hole, and it is the
+path a crash takes anyway; the price is that a graceful stop hands its
+partitions over after the session timeout rather than at once.
 """
 
 from __future__ import annotations
@@ -33,9 +44,7 @@ class Membership:
         on_assign: Callable[[list[int]], None],
         on_revoke: Callable[[list[int]], None],
         poll_timeout: float = 0.2,
-        close_timeout_s: float = 5.0,
     ) -> None:
-        self._close_timeout_s = close_timeout_s
         self._config = config
         self._on_assign = on_assign
         self._on_revoke = on_revoke
@@ -80,7 +89,7 @@ class Membership:
         self._thread.start()
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Leave the group: revokes (and so stops) every local owner first."""
+        """Stop every local owner, then drop out of the group without leaving it."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
@@ -88,44 +97,26 @@ class Membership:
     # --- the thread ----------------------------------------------------------------------
 
     def _run(self) -> None:
-        consumer = self._consumer
         try:
             while not self._stop.is_set():
                 try:
-                    message = consumer.poll(self._poll_timeout)
+                    message = self._consumer.poll(self._poll_timeout)
                 except KafkaException as exc:
                     log.warning("group %s: %s", self.group_id, exc)
                     continue
                 if message is not None and message.error() is not None:
                     log.debug("group %s: %s", self.group_id, message.error())
         finally:
-            # Stop the local owners first (no write of ours after this), then leave the
-            # group so the others take over at once instead of after a session timeout.
+            # Stop the local owners first (no write of ours after this), then drop the
+            # consumer unclosed: confluent-kafka destroys it with
+            # RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE, so no LeaveGroup is sent (module doc).
+            # This is its only reference: once it is gone nothing heartbeats for us.
             self._revoke(
-                consumer, [TopicPartition(self._config.refs_topic, p) for p in self.assigned()]
+                self._consumer,
+                [TopicPartition(self._config.refs_topic, p) for p in self.assigned()],
             )
-            self._leave(consumer)
-
-    def _leave(self, consumer: Any) -> None:
-        """``close()`` has no timeout and can wait for a rebalance in progress; bound it.
-        Not leaving is safe: the broker expels us after the session timeout, and a newer
-        owner fences our producers anyway."""
-
-        def close() -> None:
-            try:
-                consumer.close()
-            except (KafkaException, RuntimeError) as exc:
-                log.warning("group %s: close failed: %s", self.group_id, exc)
-
-        closer = threading.Thread(target=close, name="membership-close", daemon=True)
-        closer.start()
-        closer.join(self._close_timeout_s)
-        if closer.is_alive():
-            log.warning(
-                "group %s: leaving took over %.0fs; the broker will expel this member",
-                self.group_id,
-                self._close_timeout_s,
-            )
+            self._consumer = None
+            log.info("group %s: stopped; expelled after the session timeout", self.group_id)
 
     def _assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         numbers = sorted(tp.partition for tp in partitions)

@@ -13,16 +13,24 @@ way; a node that does not own it asks the owner over HTTP, because a node must
 lease its snowflake node id before it can serve anything. That call is signed
 with the cluster secret (and made over mutual TLS when configured), like every
 node-to-node request.
+
+The route to the owner comes from the partition's latest barrier, which may name a
+node that is gone (a whole cluster restarting, one node at a time). A peer that
+cannot be reached got nothing, so the call is retried with a fresh route until the
+partition has a ready owner again, here or elsewhere; that takes up to the group's
+session timeout (the broker expels the departed owner only then) plus a takeover,
+and ``ClusterConfig.takeover_s`` bounds the wait.
 """
 
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import logging
+import ssl
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
@@ -36,14 +44,20 @@ from metastore.persistence.base import Ref, RefUpdate, StoredObject, UpdateableO
 log = logging.getLogger(__name__)
 
 UPDATEABLES_PATH = "/internal/v1/updateables"
+CONNECT_TIMEOUT_S = 5.0  # a peer that does not accept a connection by then is not there
 
 
 class KafkaPersistence:
-    def __init__(self, node: ClusterNode, peers: Peers, *, remote_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, node: ClusterNode, peers: Peers, *, remote_timeout_s: float | None = None
+    ) -> None:
         self.node = node
         self._peers = peers
         self._view = node.store
-        self.remote_timeout_s = remote_timeout_s
+        # at least as long as a partition can be without a ready owner
+        self.remote_timeout_s = (
+            max(30.0, node.config.takeover_s) if remote_timeout_s is None else remote_timeout_s
+        )
 
     # --- reads: this node's view -----------------------------------------------------------
 
@@ -95,16 +109,27 @@ class KafkaPersistence:
         self, key: ObjKey, expected_token: str | None, new: UpdateableObject | None
     ) -> bool:
         partition = self.node.partition_of(key.tenant, key.catalog)
-        deadline = time.monotonic() + self.remote_timeout_s
+        started = time.monotonic()
+        deadline = started + self.remote_timeout_s
         delay = 0.05
+        reported = False
         while True:
             try:
                 return self._cas_once(partition, key, expected_token, new)
             except NotOwner as exc:
                 if time.monotonic() + delay > deadline:
                     raise ServiceUnavailable(
-                        f"no owner of partition {partition} answered: {exc.message}"
+                        f"no owner of partition {partition} answered in "
+                        f"{time.monotonic() - started:.0f}s: {exc.message}"
                     ) from None
+                if not reported and time.monotonic() - started > 2.0:
+                    reported = True
+                    log.info(
+                        "waiting (up to %.0fs) for a ready owner of partition %d: %s",
+                        self.remote_timeout_s,
+                        partition,
+                        exc.message,
+                    )
                 time.sleep(delay)
                 delay = min(1.0, delay * 2)
 
@@ -134,34 +159,72 @@ class KafkaPersistence:
         new: UpdateableObject | None,
     ) -> bool:
         body = json.dumps(updateable_request(key, expected, new)).encode()
-        signed = self._peers.sign("POST", url, UPDATEABLES_PATH, body, None)
-        request = urllib.request.Request(
-            url + UPDATEABLES_PATH,
-            data=body,
-            method="POST",
-            headers={"Content-Type": "application/json", **signed},
-        )
-        context = self._peers.client_ssl
+        headers = {
+            "Content-Type": "application/json",
+            **self._peers.sign("POST", url, UPDATEABLES_PATH, body, None),
+        }
+        connection = self._connect(url, partition)
         try:
-            with urllib.request.urlopen(request, timeout=self._wait_s, context=context) as response:
-                answer = json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            detail = exc.read()[:500].decode(errors="replace")
-            if exc.code == 503:
-                raise NotOwner(f"{url}: {detail}", partition) from None
-            if exc.code == 401:  # refused before anything ran: a credential mismatch
-                raise PeerRefused(
-                    f"the node at {url} refused this node's credential ({detail}); every node "
-                    "needs the same cluster secret (and, with mutual TLS, a certificate "
-                    "signed by the same CA)"
-                ) from None
-            raise CommitStateUnknown(f"updateable CAS at {url}: {exc.code} {detail}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            # refused before sending: nothing written; anything later: unknown
-            if isinstance(getattr(exc, "reason", None), ConnectionRefusedError):
-                raise NotOwner(f"{url} is not reachable", partition) from None
+            connection.request("POST", UPDATEABLES_PATH, body, headers)
+            response = connection.getresponse()
+            status, answer = response.status, response.read()
+        except (OSError, http.client.HTTPException) as exc:  # sent: it may have run
             raise CommitStateUnknown(f"updateable CAS at {url}: {exc}") from None
-        return bool(answer["swapped"])
+        finally:
+            connection.close()
+        if status == 200:
+            try:
+                return bool(json.loads(answer)["swapped"])
+            except (ValueError, KeyError, TypeError):
+                raise CommitStateUnknown(f"updateable CAS at {url}: bad answer") from None
+        detail = _error_message(answer)
+        if status == 503:
+            raise NotOwner(f"{url}: {detail}", partition)
+        if status == 401:  # refused before anything ran: a credential mismatch
+            raise PeerRefused(
+                f"the node at {url} refused this node's credential ({detail}): every node "
+                "needs the same cluster secret (METASTORE_CLUSTER_SECRET or "
+                "METASTORE_CLUSTER_SECRET_FILE) and, with mutual TLS, a certificate signed by "
+                "the same CA (METASTORE_TLS_CA)"
+            )
+        raise CommitStateUnknown(f"updateable CAS at {url}: {status} {detail}")
+
+    def _connect(self, url: str, partition: int) -> http.client.HTTPConnection:
+        """An open connection to the peer at ``url``. One that cannot be made (the name
+        no longer resolves, refused, unreachable, no answer within CONNECT_TIMEOUT_S)
+        sent nothing: ``NotOwner``, so the caller retries with a fresh route."""
+        parts = urllib.parse.urlsplit(url)
+        host, port = parts.hostname or "", parts.port
+        connection: http.client.HTTPConnection
+        if parts.scheme == "https":
+            connection = http.client.HTTPSConnection(
+                host, port, timeout=CONNECT_TIMEOUT_S, context=self._peers.client_ssl
+            )
+        else:
+            connection = http.client.HTTPConnection(host, port, timeout=CONNECT_TIMEOUT_S)
+        try:
+            connection.connect()
+        except ssl.SSLCertVerificationError as exc:
+            connection.close()
+            raise PeerRefused(
+                f"the certificate of the node at {url} does not verify ({exc.verify_message}): "
+                "every node needs a certificate signed by the CA in METASTORE_TLS_CA"
+            ) from None
+        except OSError as exc:
+            connection.close()
+            raise NotOwner(f"{url} is not reachable ({exc})", partition) from None
+        assert connection.sock is not None
+        connection.sock.settimeout(self._wait_s)
+        return connection
+
+
+def _error_message(body: bytes) -> str:
+    """The message of an error answer in the Iceberg shape, else its first bytes."""
+    try:
+        message = json.loads(body)["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        return body[:200].decode(errors="replace")
+    return str(message)
 
 
 def updateable_request(

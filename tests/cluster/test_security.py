@@ -42,6 +42,7 @@ def _env(secret: str) -> dict[str, str]:
     return {
         "METASTORE_AUTH": "on",
         "METASTORE_AUTH_CLIENTS": f"{CLIENT}:{CLIENT_SECRET}",
+        "METASTORE_AUTH_ADMINS": CLIENT,  # these tests are about the nodes, not grants
         "METASTORE_CLUSTER_SECRET": secret,
         "METASTORE_CONSISTENCY_WAIT_S": "5",
     }
@@ -173,6 +174,33 @@ def test_writes_forward_to_owners_under_the_clients_identity(cluster: Cluster) -
         timeout=TIMEOUT,
     ).json()["commits"]
     assert [c["principal"] for c in commits[:4]] == [CLIENT] * 4
+
+
+def test_a_node_with_another_secret_stops_with_one_line(
+    kafka_bootstrap: str, tmp_path: Path, secret: str
+) -> None:
+    """Its node-id lease call is refused (401) by the owner of the system partition: it
+    stops with exit status 2 and one line naming the cause, no traceback."""
+    prefix = f"w{os.urandom(5).hex()}"
+    members = Cluster(kafka_bootstrap, prefix, tmp_path / "members", size=1, env=_env(secret))
+    intruder = Cluster(
+        kafka_bootstrap, prefix, tmp_path / "intruder", size=1, env=_env(secrets.token_urlsafe(32))
+    ).nodes[0]
+    try:
+        members.start()  # one node: it owns the system partition
+        intruder.spawn()
+        assert intruder.proc is not None
+        assert intruder.proc.wait(TIMEOUT) == 2, intruder.log_tail()
+    finally:
+        intruder.kill()
+        members.close()
+    output = intruder.log_path.read_text()
+    assert "Traceback" not in output, output
+    last = output.strip().splitlines()[-1]
+    assert last.startswith("metastore: invalid configuration: the node at "), output
+    assert members.nodes[0].url in last and "METASTORE_CLUSTER_SECRET" in last, last
+    assert [line for line in output.splitlines() if line.startswith("metastore:")] == [last]
+    members.logs_without_tracebacks()
 
 
 # --- the internal endpoints serve nodes only -------------------------------------------

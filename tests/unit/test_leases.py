@@ -8,8 +8,9 @@ import pytest
 
 from metastore.clock import ManualClock
 from metastore.codec import default_codec
-from metastore.errors import ServiceUnavailable
+from metastore.errors import CommitStateUnknown, MetastoreError, ServiceUnavailable
 from metastore.ids import MAX_NODE_ID
+from metastore.keys import ObjKey
 from metastore.leases import NodeLeaser, lease_key
 from metastore.persistence.base import UpdateableObject
 from metastore.persistence.memory import MemoryPersistence
@@ -129,3 +130,92 @@ def test_no_free_id_is_service_unavailable(store: MemoryPersistence, clock: Manu
         leaser(store, clock, "late").acquire()
     clock.advance(11)
     assert leaser(store, clock, "late").acquire() is not None
+
+
+class UnsettledCas(MemoryPersistence):
+    """The memory backend plus one faulty CAS: it raises ``error``, after applying the
+    swap or not, and the swap may stay out of sight for a number of reads (a view that
+    has not applied it yet)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.error: MetastoreError | None = None
+        self.applied = False
+        self.hidden_reads = 0
+        self._before: UpdateableObject | None = None
+
+    def cas_updateable(
+        self, key: ObjKey, expected_token: str | None, new: UpdateableObject | None
+    ) -> bool:
+        error, self.error = self.error, None
+        if error is None:
+            return super().cas_updateable(key, expected_token, new)
+        if self.applied:
+            self._before = super().get_updateable(key)
+            assert super().cas_updateable(key, expected_token, new)
+        raise error
+
+    def get_updateable(self, key: ObjKey) -> UpdateableObject | None:
+        if self.hidden_reads > 0:
+            self.hidden_reads -= 1
+            return self._before
+        return super().get_updateable(key)
+
+
+@pytest.fixture
+def faulty() -> UnsettledCas:
+    return UnsettledCas()
+
+
+def test_a_renewal_nobody_answered_is_retried_while_the_lease_holds(
+    faulty: UnsettledCas, clock: ManualClock
+) -> None:
+    first = leaser(faulty, clock, "node-a")
+    lease = first.acquire()
+    clock.advance(LEASE_S / 3)
+    faulty.error = ServiceUnavailable("no owner of partition 0 answered")
+    assert first.renew() is True  # not renewed, still held
+    assert first.lease == lease
+    clock.advance(LEASE_S / 3)
+    assert first.renew() is True  # renewed this time
+    assert first.lease is not None and first.lease.token != lease.token
+    renewed = first.lease
+    clock.advance(LEASE_S / 3)
+    faulty.error = ServiceUnavailable("no owner of partition 0 answered")
+    assert first.renew() is True
+    clock.advance(LEASE_S * 2 / 3 + 1)  # expired without a renewal: lost
+    faulty.error = ServiceUnavailable("no owner of partition 0 answered")
+    assert first.renew() is False
+    assert first.lease is None
+    assert stored(faulty, renewed.node_id)["holder"] == "node-a"  # type: ignore[index]
+
+
+def test_a_renewal_with_an_unknown_outcome_is_read_back(
+    faulty: UnsettledCas, clock: ManualClock
+) -> None:
+    first = leaser(faulty, clock, "node-a")
+    lease = first.acquire()
+    clock.advance(LEASE_S / 3)
+    faulty.error, faulty.applied = CommitStateUnknown("commit state unknown"), True
+    assert first.renew() is True
+    current = faulty.get_updateable(lease_key(lease.node_id))
+    assert first.lease is not None and current is not None
+    assert first.lease.token == current.token != lease.token  # it had swapped: adopted
+    clock.advance(LEASE_S / 3)
+    assert first.renew() is True
+
+
+def test_a_renewal_that_reaches_the_view_late_still_holds(
+    faulty: UnsettledCas, clock: ManualClock
+) -> None:
+    first = leaser(faulty, clock, "node-a")
+    lease = first.acquire()
+    clock.advance(LEASE_S / 3)
+    faulty.error, faulty.applied = CommitStateUnknown("commit state unknown"), True
+    faulty.hidden_reads = 1  # the read-back still sees the old token
+    assert first.renew() is True
+    assert first.lease == lease
+    clock.advance(LEASE_S / 3)
+    assert first.renew() is True  # the unknown renewal had happened: its token is used
+    assert first.lease is not None and first.lease.token != lease.token
+    assert stored(faulty, lease.node_id)["leased_until_us"] == first.lease.leased_until_us  # type: ignore[index]
