@@ -11,13 +11,19 @@ them wrong): the replay is caught up when
    (``idle_s``, 1 s by default) after the last record of any partition; on a
    broker that stops a fetch at an open transaction this also waits for the
    transaction to end, because the next rule fails meanwhile; and
-2. for every partition whose cached high watermark is known
+2. every partition's cached high watermark is known
    (``get_watermark_offsets(cached=True)``, from fetch responses, never a new
-   request), the consumer's position is at or past it. A correct broker
-   (Apache Kafka) thereby proves the end was reached; the test broker's value is
-   at or below the true end, so it never holds a replay back.
+   request) and the consumer's position is at or past it. A known watermark
+   proves the replay has read from the brokers: a consumer that cannot connect
+   reads nothing and would otherwise look idle, so "caught up" on an empty view. A
+   correct broker (Apache Kafka) thereby proves the end was reached; the test
+   broker's value is at or below the true end, so it never holds a replay back.
 
-A replay that is not caught up within ``timeout_s`` fails (exit status 3).
+A consumer that cannot connect or authenticate says so only through librdkafka's
+``error_cb``, so the replay listens there and fails at once (exit status 3, one
+line naming the connection settings) on an authentication or TLS error, or when no
+broker could be reached before anything was read. A replay that is not caught up
+within ``timeout_s`` fails the same way.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from rocksdict import AccessType, Options, Rdict
 from tqdm import tqdm
 
@@ -48,6 +54,43 @@ log = logging.getLogger(__name__)
 
 class ReplayError(MetastoreError):
     """The replay could not run or did not catch up."""
+
+
+# librdkafka errors that waiting does not fix: the connection settings are wrong
+_SETTINGS_ERRORS = frozenset(
+    {KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED}
+)
+
+
+class BrokerErrors:
+    """The replay consumer's ``error_cb``: librdkafka reports connection and
+    authentication failures only there (served by the consumer's own calls)."""
+
+    def __init__(self) -> None:
+        self.settings: KafkaError | None = None  # the first one the settings cause
+        self.unreachable: KafkaError | None = None  # no broker could be reached
+        self.transport: KafkaError | None = None  # the latest connection failure
+
+    def __call__(self, error: KafkaError) -> None:
+        code = error.code()
+        if (code in _SETTINGS_ERRORS or error.fatal()) and self.settings is None:
+            self.settings = error
+        elif code == KafkaError._ALL_BROKERS_DOWN:
+            self.unreachable = error
+        elif code in (KafkaError._TRANSPORT, KafkaError._RESOLVE):
+            self.transport = error
+        log.debug("kafka: %s", error)
+
+    def problem(self, *, heard: bool) -> str | None:
+        """Why the replay cannot go on, if it cannot: an authentication or TLS failure,
+        or no broker reachable while the brokers have ``heard`` nothing from us yet (a
+        broker lost later is waited for, until the timeout)."""
+        if self.settings is not None:
+            return self.settings.str()
+        if self.unreachable is not None and not heard:
+            detail = f" ({self.transport.str()})" if self.transport is not None else ""
+            return f"no broker could be reached: {self.unreachable.str()}{detail}"
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,13 +131,23 @@ def replay(
     path.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     store = ViewStore(path, config)
+    errors = BrokerErrors()
     try:
-        feed = ViewFeed(store, open_consumer(store, config))
+        # librdkafka's own log would repeat a connection failure many times a second:
+        # its errors reach ``errors`` instead, and the replay reports them once
+        feed = ViewFeed(store, open_consumer(store, config, error_cb=errors, log_level=0))
         try:
             with tqdm(
                 desc="replay", unit="rec", unit_scale=True, disable=not progress, file=sys.stderr
             ) as bar:
-                _run(feed, bar, idle_s=idle_s, deadline=started + timeout_s, batch=batch_size)
+                _run(
+                    feed,
+                    bar,
+                    errors,
+                    idle_s=idle_s,
+                    deadline=started + timeout_s,
+                    batch=batch_size,
+                )
         finally:
             feed.consumer.close()
         return ReplaySummary(
@@ -109,7 +162,16 @@ def replay(
         store.close()
 
 
-def _run(feed: ViewFeed, bar: Any, *, idle_s: float, deadline: float, batch: int) -> None:
+def _run(
+    feed: ViewFeed,
+    bar: Any,
+    errors: BrokerErrors,
+    *,
+    idle_s: float,
+    deadline: float,
+    batch: int,
+) -> None:
+    config = feed.store.config
     last_record = time.monotonic()
     while True:
         result = feed.step(batch, min(0.2, idle_s))
@@ -117,22 +179,46 @@ def _run(feed: ViewFeed, bar: Any, *, idle_s: float, deadline: float, batch: int
         if result is not None:
             bar.update(result.consumed)
             last_record = now
-        elif now - last_record >= idle_s and _at_high_watermarks(feed):
+        problem = errors.problem(heard=feed.stats.consumed > 0 or _heard(feed))
+        if problem is not None:
+            raise ReplayError(f"Kafka: {problem} ({config.connection()})")
+        if result is None and now - last_record >= idle_s and _at_high_watermarks(feed):
             return
         if now > deadline:
-            raise ReplayError(f"not caught up before the timeout ({feed.stats.consumed} read)")
+            raise ReplayError(
+                f"not caught up before the timeout ({feed.stats.consumed} read; "
+                f"{config.connection()})"
+            )
+
+
+def _partitions(feed: ViewFeed) -> list[TopicPartition]:
+    config = feed.store.config
+    topics = {"refs": config.refs_topic, "objects": config.objects_topic}
+    return [TopicPartition(topics[r], p) for r in ROLES for p in range(config.partitions)]
+
+
+def _watermark(feed: ViewFeed, tp: TopicPartition) -> tuple[int, int] | None:
+    """The cached (low, high) watermarks of ``tp``, if a fetch response brought them."""
+    watermarks = feed.consumer.get_watermark_offsets(tp, cached=True)
+    if not watermarks or watermarks[1] < 0:
+        return None
+    low, high = watermarks
+    return int(low), int(high)
+
+
+def _heard(feed: ViewFeed) -> bool:
+    """A fetch response has come back from some broker."""
+    return any(_watermark(feed, tp) is not None for tp in _partitions(feed))
 
 
 def _at_high_watermarks(feed: ViewFeed) -> bool:
-    """Rule 2: position >= cached high watermark wherever one is known."""
+    """Rule 2: every cached high watermark known, and the position at or past it."""
     config = feed.store.config
-    topics = {"refs": config.refs_topic, "objects": config.objects_topic}
-    partitions = [TopicPartition(topics[r], p) for r in ROLES for p in range(config.partitions)]
-    positions = feed.consumer.position(partitions)
-    for tp in positions:
-        watermarks = feed.consumer.get_watermark_offsets(tp, cached=True)
-        if not watermarks or watermarks[1] < 0:
-            continue  # unknown: rule 1 decides alone
+    for tp in feed.consumer.position(_partitions(feed)):
+        watermarks = _watermark(feed, tp)
+        if watermarks is None:
+            log.debug("%s[%d]: no fetch response yet", tp.topic, tp.partition)
+            return False
         low, high = watermarks
         role: Role = "refs" if tp.topic == config.refs_topic else "objects"
         position = tp.offset if tp.offset >= 0 else max(low, feed.store.offset(role, tp.partition))

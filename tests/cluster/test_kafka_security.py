@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from metastore.cluster import topics
 from metastore.cluster.config import (
     PROPERTIES_ENV,
     PROPERTIES_FILE_ENV,
@@ -264,3 +265,41 @@ def test_a_property_librdkafka_refuses_is_a_clear_error(
     assert "Traceback" not in done.stderr
     assert "metastore: configure the Kafka client:" in done.stderr
     assert "ssl.ca.location" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "properties",
+    [
+        # The test broker answers a TLS hello with silence, so librdkafka gives up on the
+        # connection after socket.connection.setup.timeout.ms (30 s by default; a broker
+        # that closes the connection, as Apache Kafka does, fails it at once).
+        {"security.protocol": "SSL", "socket.connection.setup.timeout.ms": "3000"},
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "u",
+            "sasl.password": "never-shown-either",
+        },
+    ],
+    ids=["ssl", "sasl"],
+)
+def test_replay_with_the_wrong_security_settings_fails_at_once_with_one_line(
+    kafka_bootstrap: str, topic_prefix: str, tmp_path: Path, properties: dict[str, str]
+) -> None:
+    """It used to find nothing to read, call that caught up and print the digest of an
+    empty view (or, with records pending, wait for its 600 s timeout)."""
+    topics.create(ClusterConfig(kafka_bootstrap, prefix=topic_prefix, partitions=2))
+    args = (
+        "replay", "--kafka", kafka_bootstrap, "--prefix", topic_prefix, "--partitions", "2",
+        "--no-progress", "--timeout", "600",
+    )  # fmt: skip
+    plain = _cli(*args, "--data-dir", str(tmp_path / "plain"), properties={})
+    assert plain.returncode == 0 and "replayed 0 records" in plain.stdout, plain.stderr
+    done = _cli(*args, "--data-dir", str(tmp_path / "secured"), properties=properties)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert not done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("metastore replay: Kafka: "), lines[0]
+    assert f"'security.protocol': '{properties['security.protocol']}'" in lines[0]
+    assert "never-shown-either" not in done.stderr
