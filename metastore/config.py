@@ -136,6 +136,7 @@ class ServerConfig:
     # if they do not exist yet; after that the API manages them (secret)
     auth_clients: str = ""
     auth_admins: str = ""  # "id,name@tenant": principals holding the service-admin role
+    metrics_auth: bool = False  # /metrics for service admins only (else open, like /health)
     # external identity provider (OIDC): tokens it signs name users of oidc_tenant
     oidc_issuer: str = ""  # e.g. https://idp.example.com/realms/acme ("" = none)
     oidc_audience: str = ""  # the token's aud must hold it

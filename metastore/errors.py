@@ -90,6 +90,14 @@ class NoSuchRef(NotFound):
     error_type = "NoSuchReferenceException"
 
 
+class NoSuchRole(NotFound):
+    error_type = "NoSuchRoleException"
+
+
+class NoSuchGrant(NotFound):
+    error_type = "NoSuchGrantException"
+
+
 class AlreadyExists(MetastoreError):
     status = 409
     error_type = "AlreadyExistsException"

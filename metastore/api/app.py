@@ -19,6 +19,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from metastore.api import internal
+from metastore.api.access import setup_authz
 from metastore.api.bootstrap import bootstrapping
 from metastore.api.identity import setup_identity
 from metastore.api.middlewares import authenticate, errors, read_body
@@ -80,6 +81,7 @@ def create_app(config: ServerConfig) -> web.Application:
     if config.cluster_mode:
         app.add_routes(internal.routes)
     setup_iceberg(app)
+    setup_authz(app)  # after authentication: every route checked before its handler
     return app
 
 

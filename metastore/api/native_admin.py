@@ -8,6 +8,7 @@ from dataclasses import replace
 from aiohttp import web
 
 from metastore.api import params
+from metastore.api.authz import visible
 from metastore.api.idempotency import Idempotency, first_entity, refuse_key
 from metastore.api.principal import principal_of
 from metastore.api.render import commit_json, named_json, ref_json
@@ -32,9 +33,10 @@ CATALOG = CATALOGS + "/{catalog}"
 async def list_tenants(request: web.Request) -> web.Response:
     token, size = params.page(request)
     result = request.app[METASTORE].list_tenants(token, size)
+    shown = visible(request)  # the caller's own tenant only, unless a service admin
     return web.json_response(
         {
-            "tenants": [named_json(name, e) for name, e in result.items],
+            "tenants": [named_json(n, e) for n, e in result.items if shown.shows(n)],
             "next-page-token": result.next_token,
         }
     )
@@ -101,9 +103,10 @@ async def list_catalogs(request: web.Request) -> web.Response:
     tenant = params.tenant(request)
     token, size = params.page(request)
     result = request.app[METASTORE].list_catalogs(tenant, token, size)
+    shown = visible(request)  # those the caller holds something in, or all with CATALOG_LIST
     return web.json_response(
         {
-            "catalogs": [named_json(name, e) for name, e in result.items],
+            "catalogs": [named_json(n, e) for n, e in result.items if shown.shows(n, e.entity_id)],
             "next-page-token": result.next_token,
         }
     )

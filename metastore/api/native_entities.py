@@ -8,6 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from metastore.api import params
+from metastore.api.authz import visible
 from metastore.api.idempotency import Idempotency
 from metastore.api.native_admin import CATALOG
 from metastore.api.principal import principal_of
@@ -100,9 +101,10 @@ async def list_namespaces(request: web.Request) -> web.Response:
     result = request.app[METASTORE].list_entities(
         tenant, catalog, params.parent(request), Kind.NAMESPACE, token, size, params.at(request)
     )
+    shown = visible(request)  # what the caller may see (metastore.api.access)
     return web.json_response(
         {
-            "namespaces": [entity_json(e) for e in result.items],
+            "namespaces": [entity_json(e) for e in result.items if shown.shows(e.path[-1])],
             "next-page-token": result.next_token,
         }
     )
@@ -153,9 +155,12 @@ async def list_entities(request: web.Request) -> web.Response:
     result = request.app[METASTORE].list_entities(
         tenant, catalog, params.namespace(request), kind, token, size, params.at(request)
     )
+    shown = visible(request)
     return web.json_response(
         {
-            request.match_info["kind"]: [entity_json(e) for e in result.items],
+            request.match_info["kind"]: [
+                entity_json(e) for e in result.items if shown.shows(e.path[-1])
+            ],
             "next-page-token": result.next_token,
         }
     )

@@ -18,6 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from metastore.api import params
+from metastore.api.authz import visible
 from metastore.api.idempotency import Idempotency
 from metastore.api.principal import caller, principal_of
 from metastore.api.render import commit_json, entity_json
@@ -89,9 +90,11 @@ async def list_principals(request: web.Request) -> web.Response:
     tenant = params.tenant(request)
     token, size = params.page(request)
     page = request.app[IDENTITY].principals.list(tenant, token, size)
+    listed = [principal_json(tenant, e) for e in page.items]
+    shown = visible(request)  # all with PRINCIPAL_LIST, else the caller itself
     return web.json_response(
         {
-            "principals": [principal_json(tenant, e) for e in page.items],
+            "principals": [p for p in listed if shown.shows(p["name"])],
             "next-page-token": page.next_token,
         }
     )

@@ -27,6 +27,7 @@ from metastore.resources import schemas_dir
 
 _BASE = "https://metastore.local/schemas/api/"
 BODY = "body"  # request-scoped: the raw body, once ``receive`` has read it
+PARSED = "parsed-body"  # request-scoped: (schema, body) of the last ``read_json``
 OFF_LOOP_BYTES = 64 * 1024  # bodies past this are parsed and checked in a worker thread
 R = TypeVar("R")
 
@@ -81,8 +82,16 @@ async def off_loop(size: int, function: Callable[..., R], *args: Any) -> R:
 
 
 async def read_json(request: web.Request, schema: str) -> dict[str, Any]:
+    """The body as JSON valid against ``schema``, parsed once per request and schema
+    (authorization reads some bodies before their handler does)."""
+    parsed = request.get(PARSED)
+    if isinstance(parsed, tuple) and parsed[0] == schema:
+        body: dict[str, Any] = parsed[1]
+        return body
     raw = body_of(request)
-    return await off_loop(len(raw), parse_json, raw, schema)
+    body = await off_loop(len(raw), parse_json, raw, schema)
+    request[PARSED] = (schema, body)
+    return body
 
 
 def parse_json(raw: bytes, schema: str) -> dict[str, Any]:

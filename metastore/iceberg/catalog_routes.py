@@ -7,6 +7,7 @@ from typing import Any
 from aiohttp import web
 
 from metastore.api import params
+from metastore.api.authz import visible
 from metastore.api.typedefs import CONFIG, METASTORE
 from metastore.api.validation import read_json
 from metastore.changes import CreateEntity, DeleteEntity, UpdateEntity
@@ -79,9 +80,9 @@ async def list_namespaces(request: web.Request) -> web.Response:
     page = call.metastore.list_entities(
         call.tenant, call.catalog, params.parent(request), Kind.NAMESPACE, token, size
     )
-    return json_response(
-        {"namespaces": [list(e.path) for e in page.items], "next-page-token": page.next_token}
-    )
+    shown = visible(request)  # what the caller may see (metastore.api.access)
+    namespaces = [list(e.path) for e in page.items if shown.shows(e.path[-1])]
+    return json_response({"namespaces": namespaces, "next-page-token": page.next_token})
 
 
 @routes.post(NAMESPACES)

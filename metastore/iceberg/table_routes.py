@@ -16,6 +16,7 @@ from pyiceberg.table.update import TableRequirement, TableUpdate
 from pyiceberg.typedef import IcebergBaseModel
 
 from metastore.api import params
+from metastore.api.authz import visible
 from metastore.api.validation import read_json
 from metastore.changes import RenameEntity
 from metastore.commits import CommitRequest
@@ -66,7 +67,12 @@ def list_identifiers(request: web.Request, kind: Kind) -> web.Response:
     page = call.metastore.list_entities(
         call.tenant, call.catalog, params.namespace(request), kind, token, size
     )
-    identifiers = [{"namespace": list(e.path[:-1]), "name": e.path[-1]} for e in page.items]
+    shown = visible(request)  # what the caller may see (metastore.api.access)
+    identifiers = [
+        {"namespace": list(e.path[:-1]), "name": e.path[-1]}
+        for e in page.items
+        if shown.shows(e.path[-1])
+    ]
     return json_response({"identifiers": identifiers, "next-page-token": page.next_token})
 
 

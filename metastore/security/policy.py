@@ -299,23 +299,18 @@ class Policy:
 
     # --- reading the policy back (the grants API) ---------------------------------------
 
-    def catalog_roles_of(self, catalog: str, catalog_id: int | None) -> list[CatalogRole]:
+    def catalog_roles_of(self, catalog: str, catalog_id: int) -> list[CatalogRole]:
         """The live catalog roles of a catalog (those written for its current record)."""
-        return (
-            sorted(
-                (r for (c, _), r in self.catalog_roles.items() if c == catalog),
-                key=lambda r: r.name,
-            )
-            if catalog_id is None
-            else sorted(
-                (
-                    r
-                    for (c, _), r in self.catalog_roles.items()
-                    if c == catalog and r.catalog_id == catalog_id
-                ),
-                key=lambda r: r.name,
-            )
+        live = (
+            role
+            for (name, _), role in self.catalog_roles.items()
+            if name == catalog and role.catalog_id == catalog_id
         )
+        return sorted(live, key=lambda role: role.name)
+
+    def catalog_role(self, catalog: str, name: str, catalog_id: int) -> CatalogRole | None:
+        role = self.catalog_roles.get((catalog, name))
+        return role if role is not None and role.catalog_id == catalog_id else None
 
     def members_of(self, role: str) -> list[str]:
         return sorted(self.members.get(role, ()))

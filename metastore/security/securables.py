@@ -44,6 +44,11 @@ class Securable:
     kind: Level
 
     @classmethod
+    def of_service(cls) -> Securable:
+        """The whole service (what only service admins act on: tenants themselves)."""
+        return cls("", (), Level.SERVICE)
+
+    @classmethod
     def of_tenant(cls, tenant: str) -> Securable:
         return cls(tenant, (), Level.TENANT)
 
@@ -72,6 +77,8 @@ class Securable:
 
     def describe(self) -> str:
         """For people: ``tenant t``, ``catalog c``, ``table c.ns.orders``..."""
+        if self.kind is Level.SERVICE:
+            return "the service"
         if self.kind is Level.TENANT:
             return f"tenant {self.tenant}"
         names = [e[2:] if is_leaf(e) else e for e in self.path]

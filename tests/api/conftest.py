@@ -43,10 +43,15 @@ CLIENTS = {"alice": "alice-secret-1", "bob": "bob-secret-22"}
 
 @pytest.fixture(scope="module")
 def secured_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    """A node with authentication on and the clients of ``CLIENTS``."""
+    """A node with authentication on and the clients of ``CLIENTS``, service admins (these
+    tests are about who the history names, not about grants)."""
     root = tmp_path_factory.mktemp("secured")
     clients = ",".join(f"{client}:{secret}" for client, secret in CLIENTS.items())
-    env = {"METASTORE_AUTH": "on", "METASTORE_AUTH_CLIENTS": clients}
+    env = {
+        "METASTORE_AUTH": "on",
+        "METASTORE_AUTH_CLIENTS": clients,
+        "METASTORE_AUTH_ADMINS": ",".join(CLIENTS),
+    }
     process = NodeProcess(root / "data", log_path=root / "node.log", env=env)
     with process:
         yield process

@@ -108,9 +108,14 @@ def catalog(iceberg_server: Server, catalog_name: str) -> Iterator[RestCatalog]:
 
 @pytest.fixture(scope="module")
 def secured_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """A node with authentication on and one client ``alice:s3cret-alice``."""
+    """A node with authentication on and one client ``alice:s3cret-alice``, a service
+    admin (grants have tests of their own)."""
     root = tmp_path_factory.mktemp("iceberg-auth")
-    env = {"METASTORE_AUTH": "on", "METASTORE_AUTH_CLIENTS": "alice:s3cret-alice"}
+    env = {
+        "METASTORE_AUTH": "on",
+        "METASTORE_AUTH_CLIENTS": "alice:s3cret-alice",
+        "METASTORE_AUTH_ADMINS": "alice",
+    }
     process = _node(root, env)
     with process:
         yield Server(process.url, (root / "data").resolve())

@@ -1,0 +1,32 @@
+"""What handlers need from authorization: the request's checker and what a listing shows.
+
+The ``authorize`` middleware (``metastore.api.access``) checks every route before its
+handler runs and leaves two things in the request: the ``Checker`` of its caller
+(for the few handlers that check more than the route says, such as a grant that
+needs its granter to hold what it grants) and, on a listing route, the
+``Visibility`` of the listed items. With authentication off neither is set and
+everything is allowed and shown: a node without authentication trusts its network.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from metastore.security.authorizer import Authorizer, Checker
+from metastore.security.policy import EVERYTHING, Visibility
+
+AUTHORIZER = web.AppKey("authorizer", Authorizer)
+CHECKER = "authz-checker"  # request-scoped: set by the authorize middleware (auth on)
+VISIBLE = "authz-visible"  # request-scoped: set on listing routes (auth on)
+
+
+def checker(request: web.Request) -> Checker | None:
+    """The caller's checker; None with authentication off (everything is allowed)."""
+    found = request.get(CHECKER)
+    return found if isinstance(found, Checker) else None
+
+
+def visible(request: web.Request) -> Visibility:
+    """Which items of this request's listing the caller may see."""
+    found = request.get(VISIBLE)
+    return found if isinstance(found, Visibility) else EVERYTHING

@@ -1,0 +1,300 @@
+"""Roles and grants through the native API against a real node with auth on: a grant
+applies from the next request and a revoke likewise, refusals are 403 in the Iceberg
+error shape and write nothing, listings show only what the caller may see, records
+bind to the ids of what they link, and only tenant admins hand out ``tenant_admin``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import aiohttp
+import pytest
+
+from metastore.procs import NodeProcess
+
+from .access_support import ROOT, Admin, login, secured_env, seg, tenant_path
+from .support import TIMEOUT, Api, assert_error, assert_status, unique
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    root = tmp_path_factory.mktemp("grants")
+    process = NodeProcess(root / "data", log_path=root / "node.log", env=secured_env())
+    with process:
+        yield process
+    log = process.log_path.read_text(errors="replace")
+    assert "Traceback" not in log, f"the node logged an unhandled error:\n{process.log_tail(60)}"
+
+
+@pytest.fixture
+async def api(secured: NodeProcess) -> AsyncIterator[Api]:
+    async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+        yield Api(session, secured.url)
+
+
+@pytest.fixture
+async def admin(api: Api) -> Admin:
+    caller = await login(api, *ROOT)
+    return Admin(api, caller.token, caller.name)
+
+
+@pytest.fixture
+async def tenant(admin: Admin) -> str:
+    """A fresh tenant with catalog ``c`` holding namespace ``sales``."""
+    name = unique("t")
+    await admin.tenant(name)
+    await admin.catalog(name, "c")
+    await admin.ok(
+        "POST", f"{tenant_path(name)}/catalogs/c/namespaces", {"namespace": ["sales"]}, 201
+    )
+    return name
+
+
+def catalog(tenant: str) -> str:
+    return f"{tenant_path(tenant)}/catalogs/c"
+
+
+async def head(admin: Admin, tenant: str) -> str:
+    return str((await admin.ok("GET", catalog(tenant) + "/ref"))["head"])
+
+
+async def test_no_grant_is_403_and_writes_nothing(admin: Admin, tenant: str) -> None:
+    ana = await admin.login_as(tenant, "ana")
+    before = await head(admin, tenant)
+    reply = await ana.call("POST", catalog(tenant) + "/namespaces", {"namespace": ["hr"]})
+    error = assert_error(reply, 403, "ForbiddenException")
+    assert "NAMESPACE_CREATE" in error["message"], error
+    assert await head(admin, tenant) == before
+    assert_error(await ana.call("GET", catalog(tenant) + "/namespaces"), 403)
+    assert_error(await ana.call("GET", f"{catalog(tenant)}/namespaces/{seg('sales')}"), 403)
+
+
+async def test_a_grant_applies_from_the_next_request_and_a_revoke_too(
+    admin: Admin, tenant: str
+) -> None:
+    ana = await admin.login_as(tenant, "ana")
+    await admin.principal_role(tenant, "eng", "ana")
+    grant = ("TABLE_CREATE", "namespace", ["sales"])
+    await admin.catalog_role(tenant, "c", "makers", [grant], "eng")
+    tables = f"{catalog(tenant)}/namespaces/{seg('sales')}/tables"
+    assert_status(await ana.call("POST", tables, {"name": "orders"}), 201)
+    # the grant is on sales: not on another namespace
+    await admin.ok("POST", catalog(tenant) + "/namespaces", {"namespace": ["hr"]}, 201)
+    other = f"{catalog(tenant)}/namespaces/{seg('hr')}/tables"
+    assert_error(await ana.call("POST", other, {"name": "orders"}), 403)
+    revoke = {"privilege": grant[0], "securable": {"kind": grant[1], "path": grant[2]}}
+    path = f"{catalog(tenant)}/catalog-roles/makers/grants/revoke"
+    assert_status(await admin.call("POST", path, revoke), 204)
+    assert_error(await ana.call("POST", tables, {"name": "customers"}), 403)
+    # the tenant's history names who granted and revoked what
+    history = await admin.ok("GET", f"{tenant_path(tenant)}/commits")
+    operations = [(c["principal"], c["operation"]) for c in history["commits"]]
+    assert ("root", "revoke TABLE_CREATE") in operations
+    assert ("root", "grant TABLE_CREATE") in operations
+    assert ("root", "give principal role") in operations
+
+
+async def test_listings_show_only_what_the_caller_holds_something_on(
+    admin: Admin, tenant: str
+) -> None:
+    sales = f"{catalog(tenant)}/namespaces/{seg('sales')}"
+    for name in ("orders", "customers"):
+        await admin.ok("POST", f"{sales}/tables", {"name": name}, 201)
+    await admin.ok("POST", catalog(tenant) + "/namespaces", {"namespace": ["hr"]}, 201)
+    await admin.catalog(tenant, "other")
+    ana = await admin.login_as(tenant, "ana")
+    await admin.principal_role(tenant, "eng", "ana")
+    grant = ("TABLE_READ_DATA", "table", ["sales", "orders"])
+    await admin.catalog_role(tenant, "c", "one", [grant], "eng")
+    listed = await ana.ok("GET", catalog(tenant) + "/namespaces")
+    assert [n["namespace"] for n in listed["namespaces"]] == [["sales"]]
+    listed = await ana.ok("GET", f"{sales}/tables")
+    assert [t["name"] for t in listed["tables"]] == ["orders"]
+    assert (await ana.ok("GET", f"{sales}/tables/orders"))["name"] == "orders"
+    assert_error(await ana.call("GET", f"{sales}/tables/customers"), 403)
+    catalogs = await ana.ok("GET", f"{tenant_path(tenant)}/catalogs")
+    assert [c["name"] for c in catalogs["catalogs"]] == ["c"]
+    tenants = await ana.ok("GET", "/api/v1/tenants")
+    assert [t["name"] for t in tenants["tenants"]] == [tenant]
+    # with TABLE_LIST on the namespace every table shows
+    listing = ("TABLE_LIST", "namespace", ["sales"])
+    await admin.catalog_role(tenant, "c", "lister", [listing], "eng")
+    listed = await ana.ok("GET", f"{sales}/tables")
+    assert sorted(t["name"] for t in listed["tables"]) == ["customers", "orders"]
+
+
+async def test_native_commit_checks_every_change(admin: Admin, tenant: str) -> None:
+    ana = await admin.login_as(tenant, "ana")
+    await admin.principal_role(tenant, "eng", "ana")
+    await admin.catalog_role(
+        tenant, "c", "makers", [("TABLE_CREATE", "namespace", ["sales"])], "eng"
+    )
+    before = await head(admin, tenant)
+    body = {
+        "changes": [
+            {"action": "create", "entity": {"kind": "table", "path": ["sales", "a"]}},
+            {"action": "create", "entity": {"kind": "namespace", "path": ["sales", "eu"]}},
+        ]
+    }
+    error = assert_error(await ana.call("POST", catalog(tenant) + "/commit", body), 403)
+    assert "NAMESPACE_CREATE" in error["message"]
+    assert await head(admin, tenant) == before
+    body["changes"] = body["changes"][:1]
+    assert_status(await ana.call("POST", catalog(tenant) + "/commit", body), 200)
+
+
+async def test_tenant_admin_manages_its_tenant_only(admin: Admin, tenant: str) -> None:
+    boss = await admin.login_as(tenant, "boss")
+    await admin.principal_role(tenant, "tenant_admin", "boss")
+    await boss.ok("POST", f"{tenant_path(tenant)}/catalogs", {"name": "c2"}, 201)
+    await boss.ok("POST", f"{tenant_path(tenant)}/principal-roles", {"name": "eng"}, 201)
+    assert_error(await boss.call("GET", f"{tenant_path('default')}/catalogs/default"), 403)
+    assert_error(await boss.call("POST", "/api/v1/tenants", {"name": unique("t")}), 403)
+    # a principal managing access may not hand out tenant_admin; the tenant admin may
+    ana = await admin.login_as(tenant, "ana")
+    await boss.ok(
+        "POST", f"{tenant_path(tenant)}/principal-roles/eng/principals", {"principal": "ana"}, 201
+    )
+    await boss.ok(
+        "POST",
+        f"{tenant_path(tenant)}/principal-roles/eng/grants",
+        {"privilege": "TENANT_MANAGE_ACCESS"},
+        201,
+    )
+    await admin.principal(tenant, "eve")
+    give = {"principal": "eve"}
+    members = f"{tenant_path(tenant)}/principal-roles/tenant_admin/principals"
+    assert_error(await ana.call("POST", members, give), 403)
+    assert_status(await boss.call("POST", members, give), 201)
+
+
+async def test_a_principal_created_again_gets_none_of_the_old_roles(
+    admin: Admin, tenant: str
+) -> None:
+    ana = await admin.login_as(tenant, "ana")
+    await admin.principal_role(tenant, "eng", "ana")
+    await admin.catalog_role(
+        tenant, "c", "readers", [("NAMESPACE_READ_PROPERTIES", "catalog", [])], "eng"
+    )
+    sales = f"{catalog(tenant)}/namespaces/{seg('sales')}"
+    assert_status(await ana.call("GET", sales), 200)
+    await admin.ok("DELETE", f"{tenant_path(tenant)}/principals/ana", None, 204)
+    again = await admin.login_as(tenant, "ana")
+    assert_error(await again.call("GET", sales), 403)
+    members = await admin.ok("GET", f"{tenant_path(tenant)}/principal-roles/eng/principals")
+    assert members["principals"] == []
+
+
+async def test_a_catalog_created_again_gets_none_of_the_old_catalog_roles(
+    admin: Admin, tenant: str
+) -> None:
+    ana = await admin.login_as(tenant, "ana")
+    await admin.principal_role(tenant, "eng", "ana")
+    await admin.catalog(tenant, "c2")
+    await admin.catalog_role(
+        tenant, "c2", "readers", [("CATALOG_READ_PROPERTIES", "catalog", [])], "eng"
+    )
+    path = f"{tenant_path(tenant)}/catalogs/c2"
+    assert_status(await ana.call("GET", path), 200)
+    await admin.ok("DELETE", path, None, 204)
+    await admin.catalog(tenant, "c2")
+    assert_error(await ana.call("GET", path), 403)
+    roles = await admin.ok("GET", path + "/catalog-roles")
+    assert roles["catalog-roles"] == []
+    # creating the role again replaces the old one and its links
+    await admin.ok("POST", path + "/catalog-roles", {"name": "readers"}, 201)
+    assert (await admin.ok("GET", path + "/catalog-roles/readers/grants"))["grants"] == []
+    assert_error(await ana.call("GET", path), 403)
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({"privilege": "TABLE_EAT", "securable": {"kind": "catalog"}}, "no such privilege"),
+        ({"privilege": "TENANT_CREATE", "securable": {"kind": "catalog"}}, "service admins"),
+        (
+            {"privilege": "TABLE_READ_DATA", "securable": {"kind": "view", "path": ["s", "v"]}},
+            "cannot be granted on a view",
+        ),
+        ({"privilege": "TABLE_READ_DATA", "securable": {"kind": "tenant"}}, "not on the tenant"),
+        (
+            {"privilege": "TABLE_READ_DATA", "securable": {"kind": "table", "path": ["t"]}},
+            "namespace and a name",
+        ),
+        ({"privilege": "TABLE_READ_DATA"}, "names its securable"),
+        (
+            {"privilege": "TABLE_READ_DATA", "securable": {"kind": "table"}, "x": 1},
+            "invalid request",
+        ),
+    ],
+)
+async def test_bad_grants_are_400_and_write_nothing(
+    admin: Admin, tenant: str, body: dict[str, object], fragment: str
+) -> None:
+    await admin.ok("POST", f"{catalog(tenant)}/catalog-roles", {"name": "r"}, 201)
+    before = await admin.system_head(tenant)
+    reply = await admin.call("POST", f"{catalog(tenant)}/catalog-roles/r/grants", body)
+    error = assert_error(reply, 400)
+    assert fragment in error["message"], error
+    assert await admin.system_head(tenant) == before
+
+
+async def test_missing_roles_grants_and_duplicates(admin: Admin, tenant: str) -> None:
+    roles = f"{tenant_path(tenant)}/principal-roles"
+    assert_error(await admin.call("GET", f"{roles}/nope"), 404, "NoSuchRoleException")
+    assert_error(await admin.call("POST", roles, {"name": "tenant_admin"}), 409)
+    await admin.ok("POST", roles, {"name": "eng"}, 201)
+    assert_error(await admin.call("POST", roles, {"name": "eng"}), 409)
+    assert_error(await admin.call("POST", f"{roles}/eng/principals", {"principal": "nobody"}), 404)
+    revoke = {"privilege": "CATALOG_CREATE"}
+    assert_error(
+        await admin.call("POST", f"{roles}/eng/grants/revoke", revoke), 404, "NoSuchGrantException"
+    )
+    bad = {"name": "eng", "properties": {"metastore.catalog-id": "1"}}
+    assert_error(await admin.call("POST", f"{catalog(tenant)}/catalog-roles", bad), 400)
+    assert_error(await admin.call("DELETE", f"{roles}/tenant_admin"), 400)
+    # granting twice is one grant
+    await admin.ok("POST", f"{roles}/eng/grants", revoke, 201)
+    await admin.ok("POST", f"{roles}/eng/grants", revoke, 200)
+    assert len((await admin.ok("GET", f"{roles}/eng/grants"))["grants"]) == 1
+
+
+async def test_a_retried_grant_with_an_idempotency_key_writes_once(
+    admin: Admin, tenant: str
+) -> None:
+    roles = f"{tenant_path(tenant)}/principal-roles"
+    key = {"Idempotency-Key": unique("k")}
+    first = await admin.call("POST", roles, {"name": "eng"}, headers=key)
+    again = await admin.call("POST", roles, {"name": "eng"}, headers=key)
+    assert assert_status(first, 201)["name"] == assert_status(again, 201)["name"] == "eng"
+
+
+async def test_deleting_a_role_takes_every_privilege_it_gave(admin: Admin, tenant: str) -> None:
+    ana = await admin.login_as(tenant, "ana")
+    await admin.principal_role(tenant, "eng", "ana")
+    await admin.tenant_grant(tenant, "eng", "CATALOG_LIST")
+    await admin.catalog_role(
+        tenant, "c", "readers", [("NAMESPACE_READ_PROPERTIES", "catalog", [])], "eng"
+    )
+    sales = f"{catalog(tenant)}/namespaces/{seg('sales')}"
+    assert_status(await ana.call("GET", sales), 200)
+    await admin.ok("DELETE", f"{tenant_path(tenant)}/principal-roles/eng", None, 204)
+    assert_error(await ana.call("GET", sales), 403)
+    await admin.ok("POST", f"{tenant_path(tenant)}/principal-roles", {"name": "eng"}, 201)
+    assert_error(await ana.call("GET", sales), 403)
+    assert (await ana.ok("GET", f"{tenant_path(tenant)}/catalogs"))["catalogs"] == []
+
+
+async def test_callers_see_their_own_roles_and_record(admin: Admin, tenant: str) -> None:
+    ana = await admin.login_as(tenant, "ana")
+    await admin.principal_role(tenant, "eng", "ana")
+    await admin.principal_role(tenant, "ops")
+    roles = await ana.ok("GET", f"{tenant_path(tenant)}/principal-roles")
+    assert [r["name"] for r in roles["principal-roles"]] == ["eng"]
+    assert_status(await ana.call("GET", f"{tenant_path(tenant)}/principal-roles/eng"), 200)
+    assert_error(await ana.call("GET", f"{tenant_path(tenant)}/principal-roles/ops"), 403)
+    principals = await ana.ok("GET", f"{tenant_path(tenant)}/principals")
+    assert [p["name"] for p in principals["principals"]] == ["ana"]
+    assert_status(await ana.call("GET", f"{tenant_path(tenant)}/principals/ana"), 200)
+    await admin.principal(tenant, "bo")
+    assert_error(await ana.call("GET", f"{tenant_path(tenant)}/principals/bo"), 403)
