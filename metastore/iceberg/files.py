@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from urllib.parse import quote
 
 from pyiceberg.catalog import MetastoreCatalog as PyCatalog
@@ -25,7 +26,7 @@ from pyiceberg.serializers import FromInputFile, ToOutputFile
 from pyiceberg.table.metadata import TableMetadata
 
 from metastore.catalog_storage import CatalogStorage
-from metastore.errors import BadRequest, NotFound
+from metastore.errors import BadRequest, NotFound, StorageUnavailable
 from metastore.locations import check_inside, is_inside
 
 log = logging.getLogger(__name__)
@@ -113,13 +114,17 @@ class TableFiles:
         return load_file_io(dict(self._properties()), location)
 
     def write_table_metadata(self, metadata: TableMetadata, location: str) -> None:
-        ToOutputFile.table_metadata(metadata, self.io(location).new_output(location))
+        with _unavailable_on_error("write", location):
+            ToOutputFile.table_metadata(metadata, self.io(location).new_output(location))
 
     def write_json(self, value: object, location: str) -> None:
         self.write_text(json.dumps(value, separators=(",", ":")), location)
 
     def write_text(self, text: str, location: str) -> None:
-        with self.io(location).new_output(location).create(overwrite=False) as out:
+        with (
+            _unavailable_on_error("write", location),
+            self.io(location).new_output(location).create(overwrite=False) as out,
+        ):
             out.write(text.encode())
 
     def read_table_metadata(self, location: str) -> TableMetadata:
@@ -138,7 +143,10 @@ class TableFiles:
     def read_bytes(self, location: str) -> bytes:
         """A metadata file the server wrote; 404 if it is gone (its table was purged)."""
         try:
-            with self.io(location).new_input(location).open() as stream:
+            with (
+                _unavailable_on_error("read", location),
+                self.io(location).new_input(location).open() as stream,
+            ):
                 data: bytes = stream.read()
                 return data
         except FileNotFoundError:
@@ -151,3 +159,22 @@ class TableFiles:
             self.io(location).delete(location)
         except (OSError, ValueError) as exc:
             log.warning("could not delete %s: %s", location, exc)
+
+
+@contextmanager
+def _unavailable_on_error(action: str, location: str) -> Iterator[None]:
+    """The storage refusing or failing a read or write (wrong credentials, a bucket or
+    directory that is not there, a path blocked by a file) is a 503 naming the file and
+    the storage's first line of error, with nothing committed; never a 500 with a
+    traceback. A missing file to read stays ``FileNotFoundError`` for the caller."""
+    try:
+        yield
+    except FileNotFoundError:
+        if action == "read":
+            raise
+        raise StorageUnavailable(f"cannot {action} {location}: no such directory") from None
+    except OSError as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
+        raise StorageUnavailable(
+            f"cannot {action} {location}: {type(exc).__name__}: {first}"
+        ) from None

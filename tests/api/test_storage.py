@@ -267,6 +267,43 @@ async def test_a_node_without_the_credentials_answers_503_naming_them(
     assert_status(await iceberg_table(api, name, "u"))
 
 
+def block_directory(directory: Path) -> Path:
+    """Put a regular file where ``directory`` was (its content moved aside)."""
+    aside = directory.with_name(directory.name + ".aside")
+    directory.rename(aside)
+    directory.write_text("a file where the storage expects a directory")
+    return aside
+
+
+def unblock_directory(directory: Path, aside: Path) -> None:
+    directory.unlink()
+    aside.rename(directory)
+
+
+async def test_a_storage_that_fails_a_write_is_a_503_never_a_500(
+    api: Recorder, storage_node: StorageNode
+) -> None:
+    """The storage refusing a write (here a file where a directory must be; for S3, wrong
+    credentials or a missing bucket) is a 503 naming the file, with nothing committed."""
+    name = unique("c")
+    root = storage_node.shared / name
+    assert_status(await create(api, name, {"root": uri(root)}), 201)
+    await api.ok("POST", f"/v1/{name}/namespaces", {"namespace": ["db"]})
+    assert_status(await iceberg_table(api, name, "t"))
+    metadata = root / "db" / "t" / "metadata"
+    aside = await asyncio.to_thread(block_directory, metadata)
+    commit = {"updates": [{"action": "set-properties", "updates": {"k": "v"}}]}
+    try:
+        head = (await api.ok("GET", f"{CATALOGS}/{name}/ref"))["head"]
+        reply = await api.post(f"/v1/{name}/namespaces/db/tables/t", commit)
+        error = assert_error(reply, 503, "ServiceUnavailableException")
+        assert "cannot write" in error["message"] and uri(metadata) in error["message"], error
+        assert (await api.ok("GET", f"{CATALOGS}/{name}/ref"))["head"] == head
+    finally:
+        await asyncio.to_thread(unblock_directory, metadata, aside)
+    await api.ok("POST", f"/v1/{name}/namespaces/db/tables/t", commit)
+
+
 async def test_a_retried_creation_replays_its_storage(
     api: Recorder, storage_node: StorageNode
 ) -> None:
