@@ -19,6 +19,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+import requests
 
 from metastore.procs import NodeProcess
 
@@ -344,3 +345,27 @@ async def test_secrets_are_nowhere_but_in_the_nodes_environment(
     )
     assert b"plain-marker-region" in stored and ENV.encode() in stored
     assert SECRET.encode() not in stored and FILE_SECRET.encode() not in stored
+
+
+def test_storage_roots_bound_every_catalog(tmp_path: Path) -> None:
+    """With METASTORE_STORAGE_ROOTS, a catalog's storage lies inside them or is a 400."""
+    allowed = (tmp_path / "allowed").resolve()
+    data = (tmp_path / "data").resolve()
+    env = {"METASTORE_STORAGE_ROOTS": f"{uri(allowed)},{uri(data / 'warehouse')}"}
+    with NodeProcess(data, log_path=tmp_path / "node.log", env=env) as process:
+        url = process.url + CATALOGS
+
+        def create_sync(name: str, root: Path | None) -> requests.Response:
+            body: dict[str, Any] = {"name": name}
+            if root is not None:
+                body["storage"] = {"root": uri(root)}
+            return requests.post(url, json=body, timeout=30)
+
+        assert create_sync("inside", allowed / "inside").status_code == 201
+        assert create_sync("seeded", None).status_code == 201
+        refused = create_sync("outside", tmp_path / "elsewhere")
+        assert refused.status_code == 400, refused.text
+        message = refused.json()["error"]["message"]
+        assert "outside this deployment's storage roots" in message, message
+        assert "METASTORE_STORAGE_ROOTS" in message, message
+        assert requests.get(f"{url}/outside", timeout=30).status_code == 404
