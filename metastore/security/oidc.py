@@ -14,7 +14,8 @@ loop) and kept: it is read again when it is older than ``max_age_s``, or when a
 token names a kid it does not hold (a provider rotating its keys publishes the
 new one first) but not more often than every ``min_refresh_s``, so tokens with
 made-up kids cannot make the node hammer the provider. While the provider is
-unreachable the keys already read stay in use.
+unreachable the keys already read stay in use; a node that never read them answers
+503 and asks again at most every ``min_refresh_s``.
 """
 
 from __future__ import annotations
@@ -150,7 +151,12 @@ class JwksCache:
         """The key named ``kid`` (None: the token names none; fine if there is one key),
         else 401."""
         if self._keys is None or self._clock() - self._read_at >= self._max_age_s:
-            await self._refresh(self._read_at, force=True)
+            # stale keys: read again (max_age_s apart); none yet: at first use, then as
+            # for an unknown kid, so a provider that is down is not asked on every request
+            never = self._read_at == -float("inf")
+            await self._refresh(self._read_at, force=self._keys is not None or never)
+        if self._keys is None:
+            raise ServiceUnavailable("the identity provider's keys cannot be read; retry later")
         key = self._find(kid)
         if key is None:  # perhaps a new key of the provider: read again (rate-limited)
             await self._refresh(self._read_at, force=False)
@@ -179,10 +185,6 @@ class JwksCache:
                 log.warning(
                     "cannot read the identity provider's keys from %s: %s", self._source, exc
                 )
-                if self._keys is None:
-                    raise ServiceUnavailable(
-                        "the identity provider's keys cannot be read; retry later"
-                    ) from None
 
 
 class OidcVerifier:

@@ -73,6 +73,20 @@ async def test_old_keys_are_read_again_and_kept_while_the_provider_is_down() -> 
         await empty.key("a")  # a JWKS with no usable key is no keys at all
 
 
+async def test_a_provider_down_from_the_start_is_asked_once_per_interval() -> None:
+    provider, clock = Provider(rsa_jwk("a")), Clock()
+    provider.down = True
+    cache = JwksCache(provider, "test", min_refresh_s=30, max_age_s=900, clock=clock)
+    for _ in range(3):
+        with pytest.raises(ServiceUnavailable):
+            await cache.key("a")
+    assert provider.reads == 1
+    provider.down = False
+    clock.now += 30
+    assert (await cache.key("a")).key_id == "a"
+    assert provider.reads == 2
+
+
 async def test_a_token_without_kid_uses_the_only_key() -> None:
     cache = JwksCache(Provider(rsa_jwk("only")), "test", 0, 60, clock=Clock())
     assert (await cache.key(None)).key_id == "only"
