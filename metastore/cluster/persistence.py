@@ -163,7 +163,7 @@ class KafkaPersistence:
             "Content-Type": "application/json",
             **self._peers.sign("POST", url, UPDATEABLES_PATH, body, None),
         }
-        connection = self._connect(url, partition)
+        connection = connect_to_peer(url, partition, self._peers.client_ssl, self._wait_s)
         try:
             connection.request("POST", UPDATEABLES_PATH, body, headers)
             response = connection.getresponse()
@@ -189,33 +189,37 @@ class KafkaPersistence:
             )
         raise CommitStateUnknown(f"updateable CAS at {url}: {status} {detail}")
 
-    def _connect(self, url: str, partition: int) -> http.client.HTTPConnection:
-        """An open connection to the peer at ``url``. One that cannot be made (the name
-        no longer resolves, refused, unreachable, no answer within CONNECT_TIMEOUT_S)
-        sent nothing: ``NotOwner``, so the caller retries with a fresh route."""
-        parts = urllib.parse.urlsplit(url)
-        host, port = parts.hostname or "", parts.port
-        connection: http.client.HTTPConnection
-        if parts.scheme == "https":
-            connection = http.client.HTTPSConnection(
-                host, port, timeout=CONNECT_TIMEOUT_S, context=self._peers.client_ssl
-            )
-        else:
-            connection = http.client.HTTPConnection(host, port, timeout=CONNECT_TIMEOUT_S)
-        try:
-            connection.connect()
-        except ssl.SSLCertVerificationError as exc:
-            connection.close()
-            raise PeerRefused(
-                f"the certificate of the node at {url} does not verify ({exc.verify_message}): "
-                "every node needs a certificate signed by the CA in METASTORE_TLS_CA"
-            ) from None
-        except OSError as exc:
-            connection.close()
-            raise NotOwner(f"{url} is not reachable ({exc})", partition) from None
-        assert connection.sock is not None
-        connection.sock.settimeout(self._wait_s)
-        return connection
+
+def connect_to_peer(
+    url: str, partition: int, context: ssl.SSLContext | None, read_timeout_s: float
+) -> http.client.HTTPConnection:
+    """An open connection to the peer at ``url``. One that cannot be made (the name no
+    longer resolves, refused, unreachable, no answer within CONNECT_TIMEOUT_S) sent
+    nothing: ``NotOwner``, so the caller retries with a fresh route. A peer whose
+    certificate does not verify is a configuration mismatch: ``PeerRefused``."""
+    parts = urllib.parse.urlsplit(url)
+    host, port = parts.hostname or "", parts.port
+    connection: http.client.HTTPConnection
+    if parts.scheme == "https":
+        connection = http.client.HTTPSConnection(
+            host, port, timeout=CONNECT_TIMEOUT_S, context=context
+        )
+    else:
+        connection = http.client.HTTPConnection(host, port, timeout=CONNECT_TIMEOUT_S)
+    try:
+        connection.connect()
+    except ssl.SSLCertVerificationError as exc:
+        connection.close()
+        raise PeerRefused(
+            f"the certificate of the node at {url} does not verify ({exc.verify_message}): "
+            "every node needs a certificate signed by the CA in METASTORE_TLS_CA"
+        ) from None
+    except OSError as exc:
+        connection.close()
+        raise NotOwner(f"{url} is not reachable ({exc})", partition) from None
+    assert connection.sock is not None
+    connection.sock.settimeout(read_timeout_s)
+    return connection
 
 
 def _error_message(body: bytes) -> str:
