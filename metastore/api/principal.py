@@ -14,7 +14,6 @@ from aiohttp import web
 from metastore.security.principal import ANONYMOUS_PRINCIPAL, Principal
 
 PRINCIPAL = "principal"  # request-scoped: set by the auth middleware
-ANONYMOUS = ANONYMOUS_PRINCIPAL.id
 
 
 def caller(request: web.Request) -> Principal:
