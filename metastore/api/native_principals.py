@@ -12,14 +12,14 @@ to get a new one).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiohttp import web
 
 from metastore.api import params
 from metastore.api.authz import visible
-from metastore.api.idempotency import Idempotency
+from metastore.api.idempotency import Idempotency, refuse_key
 from metastore.api.principal import caller, principal_of
 from metastore.api.render import commit_json, entity_json
 from metastore.api.typedefs import CONFIG, IDENTITY, METASTORE
@@ -81,7 +81,16 @@ def _name(request: web.Request) -> str:
     return check_principal_name(request.match_info["principal"])
 
 
-def _once(request: web.Request, tenant: str) -> Idempotency:
+def _once(request: web.Request, tenant: str, body: Mapping[str, Any] | None = None) -> Idempotency:
+    """The request's idempotency; a key on a request that carries its own secret is refused.
+
+    An idempotency record keeps a fast digest of the request body, and a digest of
+    a body holding a secret could be brute-forced offline by whoever reads the
+    records: such a request is retried without a key (or lets the server choose
+    the secret, which is never part of the body).
+    """
+    if body is not None and "secret" in body:
+        refuse_key(request, "a request that carries its own secret")
     return Idempotency.of(request, request.app[METASTORE], tenant, SYSTEM_CATALOG)
 
 
@@ -106,7 +115,7 @@ async def create_principal(request: web.Request) -> web.Response:
     body = await read_json(request, "create_principal")
     name = check_principal_name(body["name"])
     principals = request.app[IDENTITY].principals
-    entity, secret = await _once(request, tenant).run(
+    entity, secret = await _once(request, tenant, body).run(
         lambda record: principals.create(
             tenant,
             name,
@@ -133,7 +142,7 @@ async def rotate_principal(request: web.Request) -> web.Response:
     tenant, name = params.tenant(request), _name(request)
     body = await read_json(request, "rotate_principal") if body_of(request) else {}
     principals = request.app[IDENTITY].principals
-    entity, secret = await _once(request, tenant).run(
+    entity, secret = await _once(request, tenant, body).run(
         lambda record: principals.rotate(
             tenant, name, body.get("secret"), principal_of(request), record
         ),

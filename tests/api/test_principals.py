@@ -265,6 +265,20 @@ async def test_retried_mutations_with_an_idempotency_key_replay_without_the_secr
     assert operations.count("create principal") == 1 and operations.count("delete principal") == 1
 
 
+async def test_a_key_on_a_request_carrying_its_own_secret_is_refused(
+    root: Caller, tenant: str
+) -> None:
+    """An idempotency record keeps a digest of the body: never of a body holding a secret."""
+    key = {"Idempotency-Key": unique("k")}
+    body = {"name": "etl", "secret": "chosen-secret-1"}
+    assert_error(await root.call("POST", principals(tenant), body, key), 400)
+    assert assert_status(await root.call("GET", principals(tenant)))["principals"] == []
+    assert_status(await root.call("POST", principals(tenant), body), 201)
+    rotate = f"{principals(tenant)}/etl/rotate"
+    assert_error(await root.call("POST", rotate, {"secret": "chosen-secret-2"}, key), 400)
+    assert_status(await root.call("POST", rotate, None, key))  # a server-chosen secret is fine
+
+
 @pytest.mark.parametrize(
     ("body", "status"),
     [
