@@ -3,8 +3,9 @@
 Startup order matters: the topics are checked first (a node never runs on topics
 that would lose data), the view catches up next (so an owner's wait for its own
 barrier is short and reads are fresh), and only then does the node join the
-owners' group. ``stop`` reverses it: leaving the group revokes, and so stops,
-every local owner before the view stops.
+owners' group. ``stop`` reverses it: every local owner stops and the node drops
+out of the group (expelled after the session timeout, see ``membership``) before
+the view stops.
 """
 
 from __future__ import annotations
