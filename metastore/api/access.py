@@ -44,7 +44,7 @@ from metastore.api.typedefs import CONFIG, IDENTITY, METASTORE
 from metastore.api.validation import read_json
 from metastore.errors import Forbidden
 from metastore.iceberg import catalog_routes, table_routes, view_routes
-from metastore.iceberg.context import PREFIX, Call, flag, identifier
+from metastore.iceberg.context import PREFIX, catalog_of, flag, identifier, warehouse_of
 from metastore.keys import EntityKey, Kind
 from metastore.names import check_namespace, check_system_name
 from metastore.security.authorizer import Authorizer, Checker
@@ -228,8 +228,8 @@ async def authorize(request: web.Request, handler: Handler) -> web.StreamRespons
     else:
         principal = caller(request)
     checker = authorizer.checker(principal)
-    if not checker.service_admin:
-        await authorizer.policies.ready(principal.tenant)  # a changed policy: read off-loop
+    if not checker.service_admin:  # a changed policy is read in a worker thread
+        checker.use(await authorizer.policies.ready(principal.tenant))
     if rule is None:
         log.error("no authorization rule for %s %s", request.method, resource.canonical)
         if not checker.service_admin:
@@ -297,8 +297,7 @@ def _service(request: web.Request) -> Securable:
 
 
 def _ice(request: web.Request) -> tuple[str, str]:
-    call = Call.of(request)
-    return call.tenant, call.catalog
+    return catalog_of(request)  # the names alone: 403 before anything is looked up
 
 
 def _ice_catalog(request: web.Request) -> Securable:
@@ -326,10 +325,7 @@ def _ice_named(kind: Kind, part: str) -> On:
 
 
 def _config_catalog(request: web.Request) -> Securable:
-    config = request.app[CONFIG]
-    warehouse = request.query.get("warehouse") or config.default_catalog
-    catalog = check_system_name("warehouse (catalog)", warehouse)
-    return Securable.of_catalog(config.default_tenant, catalog)
+    return Securable.of_catalog(*warehouse_of(request))
 
 
 # --- body-dependent needs -----------------------------------------------------------------

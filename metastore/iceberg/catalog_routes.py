@@ -13,10 +13,11 @@ from metastore.api.validation import read_json
 from metastore.changes import CreateEntity, DeleteEntity, UpdateEntity
 from metastore.commits import CommitRequest
 from metastore.errors import BadRequest, CommitConflict
-from metastore.iceberg.context import PREFIX, Call, idempotent, json_response
+from metastore.iceberg.context import PREFIX, Call, idempotent, json_response, warehouse_of
+from metastore.iceberg.prefixes import encode_prefix
 from metastore.iceberg.tables import MAX_REBASES
 from metastore.keys import EntityKey, Kind
-from metastore.names import check_namespace, check_system_name
+from metastore.names import check_namespace
 from metastore.requirements import AssertVersion
 
 routes = web.RouteTableDef()
@@ -52,14 +53,13 @@ ENDPOINTS = [
 
 @routes.get("/v1/config")
 async def get_config(request: web.Request) -> web.Response:
-    config = request.app[CONFIG]
-    catalog = request.query.get("warehouse") or config.default_catalog
-    check_system_name("warehouse (catalog)", catalog)
-    request.app[METASTORE].get_ref(config.default_tenant, catalog)
+    tenant, catalog = warehouse_of(request)
+    request.app[METASTORE].get_ref(tenant, catalog)  # 404 for an unknown warehouse
+    prefix = encode_prefix(tenant, catalog, request.app[CONFIG].default_tenant)
     return json_response(
         {
             "defaults": {},
-            "overrides": {"prefix": catalog},
+            "overrides": {"prefix": prefix},
             "endpoints": ENDPOINTS,
             "idempotency-key-lifetime": "PT30M",
         }

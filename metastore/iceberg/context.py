@@ -15,16 +15,17 @@ from pydantic import ValidationError as PydanticValidationError
 from metastore.api import params
 from metastore.api.idempotency import once
 from metastore.api.principal import PRINCIPAL as PRINCIPAL  # the auth middleware sets it
-from metastore.api.principal import principal_of
+from metastore.api.principal import caller, principal_of
 from metastore.api.typedefs import CONFIG, METASTORE
 from metastore.api.validation import body_of, off_loop, read_json
 from metastore.errors import BadRequest, ValidationFailed
 from metastore.iceberg.files import Warehouse
 from metastore.iceberg.idempotency import Idempotency
+from metastore.iceberg.prefixes import decode_prefix, decode_warehouse
 from metastore.iceberg.tables import Tables
 from metastore.iceberg.views import Views
 from metastore.keys import EntityKey, Kind
-from metastore.names import check_name, check_namespace, check_system_name
+from metastore.names import check_name, check_namespace
 from metastore.service import Metastore
 
 M = TypeVar("M", bound=BaseModel)
@@ -58,14 +59,28 @@ class Call:
         if isinstance(call := request.get(_CALL), Call):
             return call
         app = request.app
-        tenant = app[CONFIG].default_tenant
-        catalog = check_system_name("catalog", request.match_info["prefix"])
+        tenant, catalog = catalog_of(request)
         metastore, iceberg = app[METASTORE], app[ICEBERG]
         metastore.get_ref(tenant, catalog)  # 404 for an unknown prefix
         idempotency = Idempotency.of(request, metastore, iceberg.warehouse, tenant, catalog)
         call = cls(metastore, iceberg, tenant, catalog, principal_of(request), idempotency)
         request[_CALL] = call
         return call
+
+
+def catalog_of(request: web.Request) -> tuple[str, str]:
+    """``(tenant, catalog)`` the request's ``{prefix}`` names, read from the path alone
+    (``Call.of`` then checks that it exists; authorization runs on the names first)."""
+    return decode_prefix(request.match_info["prefix"], request.app[CONFIG].default_tenant)
+
+
+def warehouse_of(request: web.Request) -> tuple[str, str]:
+    """``(tenant, catalog)`` of ``GET /v1/config``'s ``warehouse`` (default: the default
+    catalog): a bare catalog name is in the caller's tenant, or in the default tenant
+    with authentication off (where every caller is anonymous)."""
+    config = request.app[CONFIG]
+    own = caller(request).tenant if config.auth_enabled else config.default_tenant
+    return decode_warehouse(request.query.get("warehouse") or config.default_catalog, own)
 
 
 def idempotent(handler: Handler) -> Handler:

@@ -581,7 +581,9 @@ ROWS: dict[tuple[str, str], Row] = {
         native_commit, ok_for(200, *WRITERS)
     ),
     # Iceberg REST
-    ("GET", "/v1/config"): Row(fixed("GET", "/v1/config"), ok_for(200, *ALL_IN_TENANT)),
+    ("GET", "/v1/config"): Row(
+        fixed("GET", "/v1/config", warehouse=f"{T}/{C}"), ok_for(200, *ALL_IN_TENANT)
+    ),
     ("GET", "/v1/{prefix}/namespaces"): Row(
         fixed("GET", f"{ICE}/namespaces"), ok_for(200, *READERS)
     ),

@@ -1,0 +1,221 @@
+"""Every tenant's catalogs through the Iceberg REST API, with real PyIceberg.
+
+A ``warehouse`` is ``catalog`` (the caller's own tenant; the default tenant with
+authentication off) or ``tenant/catalog``; ``/v1/config`` answers the prefix that
+names both (``tenant~catalog``, the bare catalog in the default tenant). A principal
+reaches only its own tenant's catalogs, and a refusal reads the same whether the
+other tenant's catalog exists or not.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import ForbiddenError
+
+from .conftest import Server
+from .support import SCHEMA, assert_error, rows
+
+ADMIN = {"credential": "alice:s3cret-alice"}  # the secured server's service admin
+SECRET = "a-long-enough-secret-1"
+
+
+def _post(server: Server, path: str, body: Any, headers: dict[str, str] | None = None) -> Any:
+    reply = requests.post(server.url + path, json=body, headers=headers, timeout=60)
+    assert reply.status_code in (200, 201), f"POST {path}: {reply.text}"
+    return reply.json()
+
+
+def _catalog_body(server: Server, tenant: str, name: str) -> dict[str, Any]:
+    body: dict[str, Any] = {"name": name}
+    if server.storage is not None:  # a cluster: a root every node reaches
+        body["storage"] = {"root": (server.storage / tenant / name).as_uri()}
+    return body
+
+
+def new_tenant(server: Server, catalog: str, headers: dict[str, str] | None = None) -> str:
+    tenant = f"t{uuid.uuid4().hex[:10]}"
+    _post(server, "/api/v1/tenants", {"name": tenant}, headers)
+    _post(
+        server,
+        f"/api/v1/tenants/{tenant}/catalogs",
+        _catalog_body(server, tenant, catalog),
+        headers,
+    )
+    return tenant
+
+
+def client(server: Server, warehouse: str, **properties: str) -> RestCatalog:
+    if "credential" in properties:
+        properties["oauth2-server-uri"] = f"{server.url}/v1/oauth/tokens"
+    return RestCatalog("t", uri=server.url, warehouse=warehouse, **properties)
+
+
+def _events(catalog: RestCatalog, ids: list[int]) -> list[int]:
+    """Create db.events, append ``ids``, scan it back."""
+    catalog.create_namespace(("db",))
+    table = catalog.create_table(("db", "events"), SCHEMA)
+    table.append(rows(ids))
+    loaded = catalog.load_table(("db", "events"))
+    return sorted(loaded.scan().to_arrow()["id"].to_pylist())
+
+
+# --- authentication off: any tenant by name ----------------------------------------------
+
+
+def test_pyiceberg_reaches_a_second_tenant_by_warehouse(iceberg_server: Server) -> None:
+    name = f"c{uuid.uuid4().hex[:8]}"  # the same catalog name in two tenants
+    tenant = new_tenant(iceberg_server, name)
+    _post(
+        iceberg_server,
+        "/api/v1/tenants/default/catalogs",
+        _catalog_body(iceberg_server, "default", name),
+    )
+
+    other = client(iceberg_server, f"{tenant}/{name}")
+    assert other.properties["prefix"] == f"{tenant}~{name}"
+    default = client(iceberg_server, name)
+    assert default.properties["prefix"] == name  # the default tenant's prefix as before
+    assert client(iceberg_server, f"default/{name}").properties["prefix"] == name
+
+    assert _events(other, [1, 2, 3]) == [1, 2, 3]
+    assert _events(default, [7]) == [7]  # same names, another tenant: its own table
+    assert other.list_tables(("db",)) == [("db", "events")]
+    assert sorted(other.load_table(("db", "events")).scan().to_arrow()["id"].to_pylist()) == [
+        1,
+        2,
+        3,
+    ]
+
+    native = f"{iceberg_server.url}/api/v1/tenants/{tenant}/catalogs/{name}"
+    table = requests.get(f"{native}/namespaces/db/tables/events", timeout=60)
+    assert table.status_code == 200, table.text
+    location = table.json()["location"]
+    assert f"/{tenant}/{name}/db/events" in location  # the tenant's catalog's storage
+
+    # the tenant~catalog prefix by hand, and the default tenant's spelled out
+    listed = requests.get(f"{iceberg_server.url}/v1/{tenant}~{name}/namespaces", timeout=60)
+    assert listed.status_code == 200 and listed.json()["namespaces"] == [["db"]], listed.text
+    spelled = requests.get(f"{iceberg_server.url}/v1/default~{name}/namespaces", timeout=60)
+    assert spelled.status_code == 200 and spelled.json()["namespaces"] == [["db"]], spelled.text
+
+
+@pytest.mark.parametrize(
+    ("warehouse", "status", "error_type"),
+    [
+        ("nosuchtenant/default", 404, "NoSuchTenantException"),
+        ("default/nosuchcatalog", 404, "NoSuchWarehouseException"),
+        ("a/b/c", 400, "BadRequestException"),
+        ("/default", 400, "BadRequestException"),
+        ("default/", 400, "BadRequestException"),
+        ("default~default", 400, "BadRequestException"),
+        ("bad name", 400, "BadRequestException"),
+    ],
+)
+def test_config_refuses_unknown_or_malformed_warehouses(
+    iceberg_server: Server, warehouse: str, status: int, error_type: str
+) -> None:
+    reply = requests.get(
+        f"{iceberg_server.url}/v1/config", params={"warehouse": warehouse}, timeout=60
+    )
+    assert_error(reply, status, error_type)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "status"),
+    [("nosuchtenant~default", 404), ("default~nosuch", 404), ("~default", 400), ("a~", 400)],
+)
+def test_unknown_or_malformed_prefixes(iceberg_server: Server, prefix: str, status: int) -> None:
+    reply = requests.get(f"{iceberg_server.url}/v1/{prefix}/namespaces", timeout=60)
+    assert_error(reply, status)
+
+
+# --- authentication on: the caller's own tenant ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def acme(secured_server: Server) -> Iterator[tuple[str, str]]:
+    """Tenant ``acme-*`` with catalog ``sales`` and its tenant admin ``etl``; returns the
+    tenant and etl's client id."""
+    admin = {"Authorization": f"Bearer {_token(secured_server, 'alice', 's3cret-alice')}"}
+    tenant = new_tenant(secured_server, "sales", admin)
+    yield tenant, _tenant_admin(secured_server, admin, tenant, "etl")
+
+
+def _token(server: Server, client_id: str, secret: str) -> str:
+    form = {"grant_type": "client_credentials", "client_id": client_id, "client_secret": secret}
+    reply = requests.post(f"{server.url}/v1/oauth/tokens", data=form, timeout=60)
+    assert reply.status_code == 200, reply.text
+    return str(reply.json()["access_token"])
+
+
+def _tenant_admin(server: Server, admin: dict[str, str], tenant: str, name: str) -> str:
+    base = f"/api/v1/tenants/{tenant}"
+    created = _post(server, f"{base}/principals", {"name": name, "secret": SECRET}, admin)
+    path = f"{base}/principal-roles/tenant_admin/principals"
+    _post(server, path, {"principal": name}, admin)
+    return str(created["id"])
+
+
+def test_a_principal_reaches_its_own_tenant_by_catalog_name(
+    secured_server: Server, acme: tuple[str, str]
+) -> None:
+    tenant, etl = acme
+    catalog = client(secured_server, "sales", credential=f"{etl}:{SECRET}")
+    assert catalog.properties["prefix"] == f"{tenant}~sales"
+    assert _events(catalog, [4, 5]) == [4, 5]
+    spelled = client(secured_server, f"{tenant}/sales", credential=f"{etl}:{SECRET}")
+    assert spelled.properties["prefix"] == f"{tenant}~sales"
+    assert spelled.list_tables(("db",)) == [("db", "events")]
+    # a service admin (of the default tenant) names the tenant
+    admin = client(secured_server, f"{tenant}/sales", **ADMIN)
+    assert sorted(admin.load_table(("db", "events")).scan().to_arrow()["id"].to_pylist()) == [4, 5]
+    with pytest.raises(ForbiddenError):  # the default tenant's catalog is not etl's
+        client(secured_server, "default/default", credential=f"{etl}:{SECRET}")
+
+
+def test_another_tenant_is_refused_alike_whether_its_catalogs_exist_or_not(
+    secured_server: Server, acme: tuple[str, str]
+) -> None:
+    tenant, _ = acme
+    admin = {"Authorization": f"Bearer {_token(secured_server, 'alice', 's3cret-alice')}"}
+    beta = new_tenant(secured_server, "sales", admin)
+    intruder = _tenant_admin(secured_server, admin, beta, "ops")
+    headers = {"Authorization": f"Bearer {_token(secured_server, intruder, SECRET)}"}
+    messages: dict[str, list[str]] = {}
+    for prefix in (f"{tenant}~sales", f"{tenant}~nosuch", "nosuchtenant~sales"):
+        for path in ("/namespaces", "/namespaces/db", "/namespaces/db/tables/events"):
+            url = f"{secured_server.url}/v1/{prefix}{path}"
+            reply = requests.get(url, headers=headers, timeout=60)
+            assert_error(reply, 403, "ForbiddenException")
+            message = reply.json()["error"]["message"]
+            messages.setdefault(prefix, []).append(message.replace("nosuch", "sales"))
+        created = requests.post(
+            f"{secured_server.url}/v1/{prefix}/namespaces",
+            json={"namespace": ["x"]},
+            headers=headers,
+            timeout=60,
+        )
+        assert_error(created, 403, "ForbiddenException")
+    for warehouse in (f"{tenant}/sales", f"{tenant}/nosuch", "nosuchtenant/sales"):
+        reply = requests.get(
+            f"{secured_server.url}/v1/config",
+            params={"warehouse": warehouse},
+            headers=headers,
+            timeout=60,
+        )
+        assert_error(reply, 403, "ForbiddenException")
+    # the same answer whether the catalog exists or not
+    assert messages[f"{tenant}~sales"] == messages[f"{tenant}~nosuch"], messages
+    # its own "sales" is beta's, not acme's
+    own = client(secured_server, "sales", token=headers["Authorization"].split()[1])
+    assert own.properties["prefix"] == f"{beta}~sales"
+    assert own.list_namespaces() == []
+    # nothing was written in acme's catalog
+    admin_view = client(secured_server, f"{tenant}/sales", **ADMIN)
+    assert ("x",) not in admin_view.list_namespaces()
