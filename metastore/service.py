@@ -50,6 +50,11 @@ from metastore.requirements import AssertEmpty, AssertVersion, Requirement
 from metastore.store import CatalogObjects
 
 T = TypeVar("T")
+Shows = Callable[[str, Entity], bool]  # which tenants or catalogs a listing keeps
+
+
+def _shows_all(name: str, entity: Entity) -> bool:
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,10 +229,11 @@ class Metastore:
         return self._record(name, SYSTEM_CATALOG, TENANT_RECORD)
 
     def list_tenants(
-        self, page_token: str | None, page_size: int | None
+        self, page_token: str | None, page_size: int | None, shows: Shows = _shows_all
     ) -> Page[tuple[str, Entity]]:
+        """Tenants in name order, only those ``shows`` keeps (what the caller may see)."""
         refs = (r for r in self.persistence.scan_refs() if _is_main(r) and not r.key.catalog)
-        return self._page_refs(refs, "tenants", page_token, page_size, TENANT_RECORD)
+        return self._page_refs(refs, "tenants", page_token, page_size, TENANT_RECORD, shows)
 
     async def update_record(
         self,
@@ -289,11 +295,13 @@ class Metastore:
         return self._record(tenant, name, CATALOG_RECORD)
 
     def list_catalogs(
-        self, tenant: str, page_token: str | None, page_size: int | None
+        self, tenant: str, page_token: str | None, page_size: int | None, shows: Shows = _shows_all
     ) -> Page[tuple[str, Entity]]:
+        """A tenant's catalogs in name order, only those ``shows`` keeps."""
         self.check_tenant(tenant)
         refs = (r for r in self.persistence.scan_refs(tenant) if _is_main(r) and r.key.catalog)
-        return self._page_refs(refs, f"catalogs/{tenant}", page_token, page_size, CATALOG_RECORD)
+        listing = f"catalogs/{tenant}"
+        return self._page_refs(refs, listing, page_token, page_size, CATALOG_RECORD, shows)
 
     async def delete_catalog(self, tenant: str, name: str, principal: str) -> None:
         request = CommitRequest(
@@ -331,8 +339,12 @@ class Metastore:
         page_token: str | None,
         page_size: int | None,
         record: EntityKey,
+        shows: Shows,
     ) -> Page[tuple[str, Entity]]:
-        """Tenants or catalogs (one per ref) in name order; tokens carry the last name."""
+        """Tenants or catalogs (one per ref) in name order; tokens carry the last name.
+
+        Filtering happens here, before a page is cut, so a page token only ever carries
+        a name the caller was shown (never one of another tenant's)."""
         size = check_page_size(page_size)
         listing = fingerprint(listing_name)
         after = decode_token(page_token, listing).after if page_token else b""
@@ -342,14 +354,17 @@ class Metastore:
             name = (ref.key.catalog or ref.key.tenant).encode()
             if name <= after:
                 continue
-            if len(items) == size:
-                return Page(items, encode_token(PageToken(0, last), listing))
             objects = self.objects(ref.key.tenant, ref.key.catalog)
             view = objects.index(objects.commit(ref.head))
             value = view.get(record.encode()) if view is not None else None
             if value is None:
                 continue
-            items.append((name.decode(), objects.entity(value[1])))
+            entity = objects.entity(value[1])
+            if not shows(name.decode(), entity):
+                continue
+            if len(items) == size:  # a next page only if there is more to show
+                return Page(items, encode_token(PageToken(0, last), listing))
+            items.append((name.decode(), entity))
             last = name
         return Page(items, None)
 

@@ -32,11 +32,11 @@ CATALOG = CATALOGS + "/{catalog}"
 @routes.get(TENANTS)
 async def list_tenants(request: web.Request) -> web.Response:
     token, size = params.page(request)
-    result = request.app[METASTORE].list_tenants(token, size)
     shown = visible(request)  # the caller's own tenant only, unless a service admin
+    result = request.app[METASTORE].list_tenants(token, size, lambda n, e: shown.shows(n))
     return web.json_response(
         {
-            "tenants": [named_json(n, e) for n, e in result.items if shown.shows(n)],
+            "tenants": [named_json(n, e) for n, e in result.items],
             "next-page-token": result.next_token,
         }
     )
@@ -102,11 +102,13 @@ async def delete_tenant(request: web.Request) -> web.Response:
 async def list_catalogs(request: web.Request) -> web.Response:
     tenant = params.tenant(request)
     token, size = params.page(request)
-    result = request.app[METASTORE].list_catalogs(tenant, token, size)
     shown = visible(request)  # those the caller holds something in, or all with CATALOG_LIST
+    result = request.app[METASTORE].list_catalogs(
+        tenant, token, size, lambda n, e: shown.shows(n, e.entity_id)
+    )
     return web.json_response(
         {
-            "catalogs": [named_json(n, e) for n, e in result.items if shown.shows(n, e.entity_id)],
+            "catalogs": [named_json(n, e) for n, e in result.items],
             "next-page-token": result.next_token,
         }
     )
