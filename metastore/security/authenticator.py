@@ -26,7 +26,7 @@ from metastore.security.hashing import HashingBusy, HashPool
 from metastore.security.oidc import OidcVerifier
 from metastore.security.principal import Principal, parse_principal_id
 from metastore.security.records import PrincipalDirectory, PrincipalRecord
-from metastore.security.tokens import ISSUER, TokenSigner
+from metastore.security.tokens import ISSUER, TokenClaims, TokenSigner
 
 BEARER = "Bearer "
 ADMIN_KINDS = frozenset({"service", "user"})
@@ -89,18 +89,20 @@ class Authenticator:
         if not header or not header.startswith(BEARER):
             raise Unauthorized("a bearer token is required")
         token = header[len(BEARER) :].strip()
+        known = self._signer.remembered(token)  # verified before: no JWT parsing again
+        if known is not None:
+            return self._service_principal(known)
         try:  # which verifier: only that one's keys and algorithms are tried
             issuer = jwt.decode(token, options={"verify_signature": False}).get("iss")
         except jwt.PyJWTError:
             raise Unauthorized("invalid bearer token: not a JWT") from None
         if issuer == ISSUER:
-            return self._service_principal(token)
+            return self._service_principal(self._signer.verify(token))
         if self._oidc is not None and issuer == self._oidc.issuer:
             return self._user(await self._oidc.verify(token))
         raise Unauthorized("invalid bearer token: unknown issuer")
 
-    def _service_principal(self, token: str) -> Principal:
-        claims = self._signer.verify(token)
+    def _service_principal(self, claims: TokenClaims) -> Principal:
         record = self._record(claims.tenant, claims.name)
         if record is None or record.type != "service":
             raise Unauthorized("the bearer token's principal no longer exists")

@@ -15,13 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from metastore.errors import Forbidden, NotFound
-from metastore.security.policy import EVERYTHING, Access, Policies, Visibility
+from metastore.security.policy import EVERYTHING, Access, Policies, Policy, Visibility
 from metastore.security.principal import Principal
 from metastore.security.privileges import Level, Privilege
 from metastore.security.securables import Securable
 from metastore.service import Metastore
 
 ServiceAdmin = Callable[[Principal], bool]
+_MAX_REMEMBERED = 100_000  # catalogs whose record id is remembered, before starting over
 
 
 class Authorizer:
@@ -29,6 +30,7 @@ class Authorizer:
         self._metastore = metastore
         self.policies = Policies(metastore)
         self.is_service_admin = service_admin
+        self._incarnations: dict[tuple[str, str], tuple[int, int]] = {}  # -> (HEAD, catalog id)
 
     def checker(self, principal: Principal) -> Checker:
         """The checks of one request by ``principal``."""
@@ -41,11 +43,31 @@ class Authorizer:
         return self.checker(principal).allows(privilege, securable)
 
     def catalog_id(self, tenant: str, catalog: str) -> int | None:
-        """The id of the catalog's record now, None if there is no such catalog."""
+        """The id of the catalog's record now, None if there is no such catalog.
+
+        Reading the record on every check would cost a few object lookups; instead the
+        id is remembered with the HEAD it was read at. A catalog deleted and created
+        again is a new ref whose recent HEADs are all new commits, so while the HEAD
+        remembered is still the ref's HEAD or one of its recent HEADs the catalog is the
+        same one; past that window the record is read again.
+        """
         try:
-            return self._metastore.get_catalog(tenant, catalog).entity_id
+            ref = self._metastore.get_ref(tenant, catalog)
         except NotFound:
             return None
+        key = (tenant, catalog)
+        known = self._incarnations.get(key)
+        if known is not None and (known[0] == ref.head or known[0] in ref.recent):
+            self._incarnations[key] = (ref.head, known[1])
+            return known[1]
+        try:
+            catalog_id = self._metastore.get_catalog(tenant, catalog).entity_id
+        except NotFound:
+            return None
+        if len(self._incarnations) >= _MAX_REMEMBERED and key not in self._incarnations:
+            self._incarnations.clear()
+        self._incarnations[key] = (ref.head, catalog_id)
+        return catalog_id
 
 
 class Checker:
@@ -56,14 +78,20 @@ class Checker:
         self.authorizer = authorizer
         self.principal = principal
         self.service_admin = authorizer.is_service_admin(principal)
+        self._policy: Policy | None = None
         self._access: Access | None = None
         self._catalog_ids: dict[str, int | None] = {}
+
+    def use(self, policy: Policy) -> None:
+        """Check against ``policy`` (the principal's tenant's, just read) from now on."""
+        self._policy, self._access = policy, None
 
     @property
     def access(self) -> Access:
         if self._access is None:
-            policy = self.authorizer.policies.get(self.principal.tenant)
-            self._access = policy.access(self.principal)
+            if self._policy is None:
+                self._policy = self.authorizer.policies.get(self.principal.tenant)
+            self._access = self._policy.access(self.principal)
         return self._access
 
     def catalog_id(self, catalog: str) -> int | None:

@@ -24,6 +24,7 @@ ISSUER = "urn:metastore"
 ALGORITHM = "HS256"
 CLOCK_SKEW_S = 30  # nodes' clocks may differ this much (as for node signatures)
 _REQUIRED = ["sub", "tnt", "gen", "iss", "aud", "iat", "exp"]
+_MAX_REMEMBERED = 10_000  # verified tokens remembered, before starting over
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,7 @@ class TokenSigner:
         self._keys = keys
         self.ttl = ttl_seconds
         self._clock = clock
+        self._verified: dict[str, tuple[TokenClaims, str, float]] = {}  # -> (claims, kid, exp)
 
     def issue(self, principal: Principal, generation: str) -> str:
         ring = self._ring()
@@ -82,7 +84,28 @@ class TokenSigner:
         subject, tenant, generation = claims["sub"], claims["tnt"], claims["gen"]
         if not all(isinstance(v, str) for v in (subject, tenant, generation)):
             raise Unauthorized("invalid bearer token")
-        return TokenClaims(tenant, subject, generation)
+        verified = TokenClaims(tenant, subject, generation)
+        if len(self._verified) >= _MAX_REMEMBERED:
+            self._verified.clear()
+        self._verified[token] = (verified, str(kid), float(claims["exp"]))
+        return verified
+
+    def remembered(self, token: str) -> TokenClaims | None:
+        """The claims of a token ``verify`` accepted before, while it has not expired and
+        the key that signed it is still in the ring; else None (verify it in full).
+
+        A client sends the same token on every call until it expires: parsing and
+        checking the JWT once is enough, since nothing in it can change. What can change,
+        the principal's record, is checked by the caller on every request.
+        """
+        found = self._verified.get(token)
+        if found is None:
+            return None
+        claims, kid, expiry = found
+        if self._clock() > expiry + CLOCK_SKEW_S or kid not in self._ring().keys:
+            del self._verified[token]
+            return None
+        return claims
 
     def _ring(self) -> KeyRing:
         try:

@@ -180,6 +180,16 @@ async def test_a_catalog_created_again_does_not_inherit_its_catalog_roles(setup:
     assert not setup.allows(P.TABLE_READ_DATA, table("a", "b", catalog="c3"))
 
 
+async def test_the_catalog_id_is_remembered_across_many_commits(setup: Setup) -> None:
+    await setup.catalog_role("c1", "readers", (P.TABLE_READ_DATA, Level.CATALOG, ()))
+    for i in range(60):  # far past the ref's window of recent HEADs, checked every 7
+        request = CommitRequest(changes=(CreateEntity(EntityKey(Kind.NAMESPACE, (), f"n{i}")),))
+        await setup.metastore.commit(T, "c1", request)
+        if i % 7 == 0:
+            assert setup.allows(P.TABLE_READ_DATA, table("a", "b"))
+    assert setup.allows(P.TABLE_READ_DATA, table("a", "b"))
+
+
 async def test_tenant_level_grants_hold_in_every_catalog(setup: Setup) -> None:
     role_id = entity_id(setup.metastore, "principal-role:eng")
     grant = Grant(Grantee("eng"), P.CATALOG_MANAGE_CONTENT, Level.TENANT, ())
