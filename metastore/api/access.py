@@ -438,7 +438,7 @@ def _own_principal(privilege: Privilege) -> Callable[[web.Request, Checker], Ite
         tenant = params.tenant(request)
         name = request.match_info["principal"]
         me = checker.principal
-        if not (me.tenant == tenant and me.name == name and me.kind == "service"):
+        if not (me.tenant == tenant and me.name == name and me.kind in ("service", "user")):
             yield privilege, Securable.of_tenant(tenant)
 
     return needs

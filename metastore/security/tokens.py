@@ -41,7 +41,7 @@ class TokenSigner:
         self._keys = keys
         self.ttl = ttl_seconds
         self._clock = clock
-        self._verified: dict[str, tuple[TokenClaims, str, float]] = {}  # -> (claims, kid, exp)
+        self._verified: dict[str, tuple[TokenClaims, float]] = {}  # token -> (claims, exp)
 
     def issue(self, principal: Principal, generation: str) -> str:
         ring = self._ring()
@@ -87,22 +87,25 @@ class TokenSigner:
         verified = TokenClaims(tenant, subject, generation)
         if len(self._verified) >= _MAX_REMEMBERED:
             self._verified.clear()
-        self._verified[token] = (verified, str(kid), float(claims["exp"]))
+        self._verified[token] = (verified, float(claims["exp"]))
         return verified
 
     def remembered(self, token: str) -> TokenClaims | None:
-        """The claims of a token ``verify`` accepted before, while it has not expired and
-        the key that signed it is still in the ring; else None (verify it in full).
+        """The claims of a token ``verify`` accepted before, until its ``exp``; else None
+        (verify it in full: the clock-skew grace after ``exp`` needs the key).
 
         A client sends the same token on every call until it expires: parsing and
         checking the JWT once is enough, since nothing in it can change. What can change,
-        the principal's record, is checked by the caller on every request.
+        the principal's record, is checked by the caller on every request. The key need
+        not be looked up again: a rotation drops a key only once everything it signed has
+        expired (``signing.KEEP_RETIRED_S`` is the longest token lifetime), and a
+        rotation revokes nothing.
         """
         found = self._verified.get(token)
         if found is None:
             return None
-        claims, kid, expiry = found
-        if self._clock() > expiry + CLOCK_SKEW_S or kid not in self._ring().keys:
+        claims, expiry = found
+        if self._clock() >= expiry:
             del self._verified[token]
             return None
         return claims
