@@ -104,7 +104,7 @@ async def setup(service: Metastore) -> Setup:
 
 async def test_no_grant_no_privilege(setup: Setup) -> None:
     assert not setup.allows(P.TABLE_READ_DATA, table("sales", "orders"))
-    with pytest.raises(Forbidden, match="TABLE_READ_DATA on table c1.sales.orders"):
+    with pytest.raises(Forbidden, match=r"TABLE_READ_DATA on table c1\.sales\.orders"):
         setup.authorizer.require(ANA, P.TABLE_READ_DATA, table("sales", "orders"))
 
 
