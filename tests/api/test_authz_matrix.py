@@ -771,3 +771,10 @@ async def test_route(world: World, cell: tuple[str, str]) -> None:
             if not shown <= names or hidden & names:
                 failures.append(f"listed {sorted(names)}: want {shown}, not {hidden}, {where}")
     assert not failures, "\n".join(failures)
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_protected_metrics_answer_service_admins(world: World) -> None:
+    """The other half of the /metrics row (METASTORE_METRICS_AUTH=on): a service admin."""
+    reply = await world.admin.call("GET", "/metrics")
+    assert reply.status == 200 and "metastore_commits_total" in reply.text, reply.describe()
