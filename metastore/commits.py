@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
 from metastore import location_index
 from metastore.changes import (
@@ -35,6 +35,7 @@ from metastore.changes import (
 )
 from metastore.clock import Clock
 from metastore.codec import Codec
+from metastore.counts import COUNTED, Counts, count
 from metastore.errors import (
     AlreadyExists,
     CommitStateUnknown,
@@ -128,6 +129,16 @@ class EngineLimits:
     backoff_max_s: float = 0.5
 
 
+class EntityLimits(Protocol):
+    """Limits on how many namespaces, tables and views a catalog's tenant may hold,
+    checked inside the commit that grows a count (``metastore.quotas``)."""
+
+    def check(self, tenant: str, catalog: str, counts: Counts, grown: frozenset[Kind]) -> None:
+        """Raise (nothing is written) if ``counts``, the catalog's counts after the
+        commit, take its tenant past a limit on one of the ``grown`` kinds."""
+        ...
+
+
 class _State:
     """The entity state a request sees: the staged index over its base commit."""
 
@@ -156,10 +167,17 @@ def not_found(key: EntityKey) -> NotFound:
 
 
 class CommitLogic:
-    def __init__(self, codec: Codec, ids: SnowflakeGenerator, limits: EngineLimits) -> None:
+    def __init__(
+        self,
+        codec: Codec,
+        ids: SnowflakeGenerator,
+        limits: EngineLimits,
+        entity_limits: EntityLimits | None = None,
+    ) -> None:
         self._codec = codec
         self._ids = ids
         self._limits = limits
+        self._entity_limits = entity_limits
 
     def prepare(
         self, objects: StagedObjects, head: Commit | None, request: CommitRequest, now_us: int
@@ -177,6 +195,11 @@ class CommitLogic:
         if request.record is not None:
             for change in request.record(commit_id):
                 self._apply(change, state, objects, now_us, {}, recorded)
+        before = _counts_at(objects, head)
+        counts = _tally(before, recorded)
+        grown = counts.grown(before)
+        if grown and self._entity_limits is not None:
+            self._entity_limits.check(objects.tenant, objects.catalog, counts, grown)
         for new in request.objects:
             self._stage(objects, new.type, new.id, new.data, new.value, now_us)
         built = index.build(self._limits.index, self._ids.next_id)
@@ -195,6 +218,7 @@ class CommitLogic:
             index=tuple(built.embedded),
             stripes=tuple(built.stripes),
             index_size=built.embedded_size,
+            counts=counts,
         )
         self._stage(objects, COMMIT.name, commit.id, commit.encode(self._codec), commit, now_us)
         return commit, results
@@ -308,6 +332,23 @@ class CommitLogic:
             raise NoSuchNamespace(f"namespace does not exist: {'.'.join(key.namespace)}")
 
 
+def _counts_at(objects: Objects, head: Commit | None) -> Counts:
+    """The catalog's counts at ``head`` (counted from its index if it predates them)."""
+    if head is None:
+        return Counts()
+    return head.counts if head.counts is not None else count(objects.index(head))
+
+
+def _tally(counts: Counts, recorded: Sequence[CommitChange]) -> Counts:
+    """``counts`` after the creations and deletions a commit records (a rename records
+    both, so it counts as neither)."""
+    for change in recorded:
+        kind = EntityKey.decode(change.key).kind
+        if kind in COUNTED and change.action != "UPDATE":
+            counts = counts.plus(kind, 1 if change.action == "CREATE" else -1)
+    return counts
+
+
 class Committer:
     """Runs batches of commit requests against one persistence (thread-safe per ref lane)."""
 
@@ -321,12 +362,13 @@ class Committer:
         limits: EngineLimits = EngineLimits(),
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
+        entity_limits: EntityLimits | None = None,
     ) -> None:
         self._persistence = persistence
         self._objects = objects
         self._clock = clock
         self._limits = limits
-        self._logic = CommitLogic(codec, ids, limits)
+        self._logic = CommitLogic(codec, ids, limits, entity_limits)
         self._sleep = sleep
         self._rng = rng or random.Random()
         self.cas_retries = 0

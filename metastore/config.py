@@ -87,6 +87,11 @@ RANGES: dict[str, tuple[float, float]] = {
     "header_timeout_s": (0.1, 3_600),
     "body_timeout_s": (0.1, 3_600),
     "max_connections": (1, 1_000_000),
+    "quota_requests_per_second": (0, 1_000_000),
+    "quota_burst": (0, 1_000_000),
+    "quota_max_namespaces": (0, 1_000_000_000_000),
+    "quota_max_tables": (0, 1_000_000_000_000),
+    "quota_max_views": (0, 1_000_000_000_000),
 }
 
 
@@ -158,6 +163,13 @@ class ServerConfig:
     # threads + queue answer 503 at once instead of waiting in line
     token_hash_threads: int = 2
     token_hash_queue: int = 32
+    # --- per-tenant quotas (metastore/quotas.py): the node's defaults, which a tenant's
+    # quota.* properties replace; 0 = no limit ---
+    quota_requests_per_second: float = 0.0  # per tenant and node (a token bucket)
+    quota_burst: int = 0  # requests a tenant may send at once (0 = one second's worth)
+    quota_max_namespaces: int = 0  # live namespaces of a tenant, all its catalogs together
+    quota_max_tables: int = 0
+    quota_max_views: int = 0
     # --- cluster security: see metastore/cluster/peer_auth.py, tls.py, cluster/config.py ---
     # node-to-node HMAC key, the same on every node, >= 32 characters (secret); or a file
     # holding it. Required in cluster mode with auth on.

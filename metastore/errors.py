@@ -115,6 +115,18 @@ class CommitConflict(MetastoreError):
     error_type = "CommitFailedException"
 
 
+class TooManyRequests(MetastoreError):
+    """Over a limit that lifts in time (a tenant's quota): nothing was done; the
+    response's ``Retry-After`` says when to try again."""
+
+    status = 429
+    error_type = "TooManyRequestsException"
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = max(1, retry_after)
+
+
 class MethodNotAllowed(MetastoreError):
     status = 405
     error_type = "MethodNotAllowedException"

@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from metastore.codec import Codec
+from metastore.counts import Counts
 from metastore.index import Entry, StripeRef, decode_entries, encode_entries, entries_size
 from metastore.keys import EntityKey, Kind
 
@@ -32,6 +33,9 @@ class Commit:
     index: tuple[Entry, ...]  # embedded index, sorted
     stripes: tuple[StripeRef, ...]
     index_size: int  # serialized size of ``index`` (an upper bound; not stored)
+    # the catalog's live namespaces, tables and views after this commit (None: written
+    # before counts were kept; ``metastore.counts``)
+    counts: Counts | None = None
 
     def encode(self, codec: Codec) -> bytes:
         return codec.encode(
@@ -45,6 +49,7 @@ class Commit:
                 "changes": [{"key": c.key, "action": c.action} for c in self.changes],
                 "index": encode_entries(self.index),
                 "stripes": [{"first": s.first, "last": s.last, "id": s.id} for s in self.stripes],
+                "counts": self.counts.to_record() if self.counts is not None else None,
             },
         )
 
@@ -62,6 +67,7 @@ class Commit:
             index=(index := tuple(decode_entries(r["index"]))),
             stripes=tuple(StripeRef(s["first"], s["last"], s["id"]) for s in r["stripes"]),
             index_size=entries_size(index),
+            counts=Counts.from_record(r.get("counts")),
         )
 
 

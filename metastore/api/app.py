@@ -26,6 +26,7 @@ from metastore.api.middlewares import authenticate, errors, read_body
 from metastore.api.peers import authenticate_peers, peers_from_config
 from metastore.api.routes import setup_routes
 from metastore.api.routing import route_writes
+from metastore.api.tenancy import SCOPES, setup_tenancy
 from metastore.api.typedefs import (
     CLUSTER,
     CONFIG,
@@ -34,6 +35,7 @@ from metastore.api.typedefs import (
     METASTORE,
     PEERS,
     PENDING,
+    QUOTAS,
     ROUTING_STATS,
     STATS,
     STORAGE,
@@ -57,7 +59,9 @@ from metastore.lanes import CommitLanes
 from metastore.leases import NodeLeaser
 from metastore.persistence.base import Persistence
 from metastore.persistence.rocksdb import RocksDBPersistence
+from metastore.quotas import TenantEntityLimits, TenantQuotas, quota_defaults
 from metastore.service import Metastore
+from metastore.store import CatalogObjects
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +85,7 @@ def create_app(config: ServerConfig) -> web.Application:
     if config.cluster_mode:
         app.add_routes(internal.routes)
     setup_iceberg(app)
+    setup_tenancy(app)  # after authentication: the tenant's tokens and request rate
     setup_authz(app)  # after authentication: every route checked before its handler
     return app
 
@@ -112,9 +117,11 @@ async def _open_cluster(
     app[CLUSTER] = node
     app[ROUTING_STATS] = {"forwarded": 0, "forward_retries": 0}
 
+    scopes = app[SCOPES]
+
     def consistency(tenant: str, catalog: str) -> ConsistencyToken:
         partition = node.partition_of(tenant, catalog)
-        return ConsistencyToken(partition, node.store.offset("refs", partition))
+        return ConsistencyToken(partition, node.store.offset("refs", partition), scopes.of(tenant))
 
     return KafkaPersistence(node, app[PEERS]), consistency, node
 
@@ -150,17 +157,24 @@ async def _metastore_ctx(app: web.Application) -> AsyncIterator[None]:
             recent_heads=config.recent_heads,
         )
         metastore: Metastore
+
+        def objects(tenant: str, catalog: str) -> CatalogObjects:
+            return metastore.objects(tenant, catalog)
+
+        quotas = TenantQuotas(persistence, objects, quota_defaults(config))
         committer = Committer(
             persistence,
             codec,
-            lambda tenant, catalog: metastore.objects(tenant, catalog),
+            objects,
             SnowflakeGenerator(lease.node_id, clock),
             clock,
             limits,
+            entity_limits=TenantEntityLimits(persistence, objects, quotas),
         )
         lanes = CommitLanes(committer, executor)
         metastore = Metastore(persistence, codec, cache, lanes, consistency=consistency)
         app[METASTORE] = metastore
+        app[QUOTAS] = quotas
         storage = CatalogStorage(metastore, NodeStorage.of(config))
         app[STORAGE] = storage
         app[LEASER] = leaser

@@ -13,7 +13,7 @@ from metastore.api.peers import is_node_request
 from metastore.api.principal import PRINCIPAL
 from metastore.api.typedefs import CONFIG, IDENTITY
 from metastore.api.validation import BODY, receive
-from metastore.errors import MetastoreError, NotOwner
+from metastore.errors import MetastoreError, NotOwner, TooManyRequests
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,10 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     except MetastoreError as exc:
         if exc.status >= 500 and not isinstance(exc, NotOwner):  # NotOwner: routine, retried
             log.warning("%s %s -> %d %s", request.method, request.path, exc.status, exc.message)
-        return error_response(exc.status, exc.error_type, exc.message)
+        response = error_response(exc.status, exc.error_type, exc.message)
+        if isinstance(exc, TooManyRequests):
+            response.headers["Retry-After"] = str(exc.retry_after)
+        return response
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

@@ -12,6 +12,7 @@ from metastore.api.authz import visible
 from metastore.api.idempotency import Idempotency, first_entity, refuse_key
 from metastore.api.principal import principal_of
 from metastore.api.render import commit_json, named_json, ref_json
+from metastore.api.tenancy import guard_quota
 from metastore.api.typedefs import METASTORE, STORAGE
 from metastore.api.validation import read_json
 from metastore.commits import CommitOutcome, Record
@@ -46,6 +47,7 @@ async def list_tenants(request: web.Request) -> web.Response:
 async def create_tenant(request: web.Request) -> web.Response:
     body = await read_json(request, "create_named")
     name = check_system_name("tenant", body["name"])
+    guard_quota(request, body.get("properties", {}), ())  # a service admin's to set
     metastore = request.app[METASTORE]
     once = Idempotency.of(request, metastore, name, SYSTEM_CATALOG)  # the record's home
     entity = await once.run(
@@ -68,6 +70,8 @@ async def _update_record(request: web.Request, tenant: str, catalog: str) -> Ent
     body = await read_json(request, "update_properties")
     if "location" in body:
         raise BadRequest("tenants and catalogs have no location; use properties")
+    if catalog == SYSTEM_CATALOG:  # a tenant's quota is a service admin's to set
+        guard_quota(request, body.get("updates", {}), body.get("removals", []))
     metastore = request.app[METASTORE]
     entity = await Idempotency.of(request, metastore, tenant, catalog).run(
         lambda record: metastore.update_record(

@@ -34,6 +34,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from metastore.api.peers import PEER
+from metastore.api.tenancy import check_token
 from metastore.api.typedefs import CLUSTER, CONFIG, HTTP_CLIENT, PEERS, ROUTING_STATS
 from metastore.cluster.node import ClusterNode
 from metastore.cluster.peer_auth import FORWARDED_HEADER, SIGNATURE_HEADER
@@ -72,6 +73,7 @@ async def route_writes(request: web.Request, handler: Handler) -> web.StreamResp
     sent = request.headers.get(HEADER)
     if sent is not None:
         token = ConsistencyToken.parse(sent, node.config.partitions)
+        check_token(request, token)  # another tenant's token: 400 before any wait
         await wait_for_token(node, token, config.consistency_wait_s)
     if request.method in SAFE_METHODS:
         return await handler(request)

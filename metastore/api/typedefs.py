@@ -12,6 +12,7 @@ from metastore.cluster.node import ClusterNode
 from metastore.cluster.peer_auth import Peers
 from metastore.config import ServerConfig
 from metastore.leases import NodeLeaser
+from metastore.quotas import TenantQuotas
 from metastore.security.identity import Identity
 from metastore.service import Metastore
 
@@ -20,6 +21,7 @@ METASTORE = web.AppKey("metastore", Metastore)
 LEASER = web.AppKey("leaser", NodeLeaser)
 IDENTITY = web.AppKey("identity", Identity)  # principals, tokens, the auth checks
 STORAGE = web.AppKey("storage", CatalogStorage)  # every catalog's storage (both APIs)
+QUOTAS = web.AppKey("quotas", TenantQuotas)  # each tenant's quota (rate, entity counts)
 
 Stats = Callable[[], dict[str, tuple[str, str, int]]]  # name -> (type, help, value)
 STATS: web.AppKey[Stats] = web.AppKey("stats")

@@ -111,9 +111,10 @@ async def test_a_token_ahead_of_the_view_waits_then_answers_503(
     cluster: Cluster, session: aiohttp.ClientSession
 ) -> None:
     api = Api(session, cluster.nodes[0].url)
-    reply = await api.call("GET", "/api/v1/tenants", headers={HEADER: "0:999999999"})
+    ahead = "0:999999999:0123456789abcdef"  # partition:offset:tenant tag
+    reply = await api.call("GET", "/api/v1/tenants", headers={HEADER: ahead})
     assert_error(reply, 503, "ServiceUnavailableException")
-    for bad in ("x", "1:", ":2", "-1:3", "99999:1", "1:2:3", "1" * 80 + ":1"):
+    for bad in ("x", "1:", ":2", "-1:3", "0:1", "99999:1:0123456789abcdef", "1:2:3", "1" * 80):
         reply = await api.call("GET", "/api/v1/tenants", headers={HEADER: bad})
         assert_error(reply, 400, "BadRequestException")
 

@@ -46,6 +46,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
         ],
         "index": INDEX,
         "stripes": [{"first": b"\x00na", "last": b"z\x00tz", "id": 123_456_789}],
+        "counts": {"namespaces": 2, "tables": 1, "views": 0},
     },
     "entity": {**ENTITY_V1, "location": None, "attachments": {"schema": 42, "snapshots": 43}},
     "index": INDEX,
@@ -80,7 +81,7 @@ def codec() -> Codec:
 def test_shipped_schemas(codec: Codec) -> None:
     assert codec.names() == sorted(SAMPLES)
     assert {n: codec.version(n) for n in codec.names()} == {
-        "commit": 1,
+        "commit": 2,
         "entity": 2,
         "index": 1,
         "metadata_piece": 1,
@@ -117,6 +118,12 @@ def test_entity_v1_record_decodes_with_current_schema(codec: Codec) -> None:
     decoded = codec.decode("entity", data)
     assert decoded == {**ENTITY_V1, "attachments": {}}
     assert decoded["attachments"] == {}
+
+
+def test_commit_v1_record_decodes_without_counts(codec: Codec) -> None:
+    v1 = {k: v for k, v in SAMPLES["commit"].items() if k != "counts"}
+    decoded = codec.decode("commit", codec.encode_with("commit", 1, v1))
+    assert decoded == {**v1, "counts": None}  # written before counts were kept
 
 
 def test_unknown_future_version_is_corrupt(codec: Codec) -> None:
