@@ -106,6 +106,12 @@ REFUSED_ENV: list[tuple[str, str, str]] = [
     ("METASTORE_ADVERTISED_URL", "http://user:pw@node", "must be an http:// or https:// URL"),
     ("METASTORE_TOPIC_PREFIX", "a b", "must be 1-200 of"),
     ("METASTORE_CLUSTER_ID", "", "must be 1-200 of"),
+    ("METASTORE_QUOTA_REQUESTS_PER_SECOND", "-1", "between 0 and 1000000"),
+    ("METASTORE_QUOTA_REQUESTS_PER_SECOND", "nan", "got nan"),
+    ("METASTORE_QUOTA_BURST", "0.5", "cannot parse '0.5' as int"),
+    ("METASTORE_QUOTA_MAX_TABLES", "-1", "between 0 and"),
+    ("METASTORE_QUOTA_MAX_NAMESPACES", "1e6", "cannot parse '1e6' as int"),
+    ("METASTORE_QUOTA_MAX_VIEWS", "10000000000000", "between 0 and"),
 ]
 
 
@@ -145,8 +151,11 @@ def test_accepted_settings() -> None:
         "METASTORE_WAREHOUSE_IO": '{"s3.endpoint": "http://127.0.0.1:9000"}',
         "METASTORE_LEASE_SECONDS": "1.5",
         "METASTORE_FSYNC": "off",
+        "METASTORE_QUOTA_REQUESTS_PER_SECOND": "2.5",
+        "METASTORE_QUOTA_MAX_TABLES": "10000",
     }
     config = ServerConfig.load({}, env=env)
+    assert (config.quota_requests_per_second, config.quota_max_tables) == (2.5, 10_000)
     assert config.clients == {"alice": SECRET, "bob.svc-1": f"{SECRET}:with:colons"}
     assert config.auth_enabled and not config.fsync and config.lease_seconds == 1.5
     assert config.url == "https://node-1.example:8443"
