@@ -35,7 +35,7 @@ from metastore.changes import (
 )
 from metastore.clock import Clock
 from metastore.codec import Codec
-from metastore.counts import COUNTED, Counts, count
+from metastore.counts import Counts, count, counted_kind
 from metastore.errors import (
     AlreadyExists,
     CommitStateUnknown,
@@ -342,11 +342,12 @@ def _counts_at(objects: Objects, head: Commit | None) -> Counts:
 def _tally(counts: Counts, recorded: Sequence[CommitChange]) -> Counts:
     """``counts`` after the creations and deletions a commit records (a rename records
     both, so it counts as neither)."""
+    delta: dict[Kind, int] = {}
     for change in recorded:
-        kind = EntityKey.decode(change.key).kind
-        if kind in COUNTED and change.action != "UPDATE":
-            counts = counts.plus(kind, 1 if change.action == "CREATE" else -1)
-    return counts
+        kind = counted_kind(change.key)
+        if kind is not None and change.action != "UPDATE":
+            delta[kind] = delta.get(kind, 0) + (1 if change.action == "CREATE" else -1)
+    return counts.added(delta) if delta else counts
 
 
 class Committer:

@@ -13,14 +13,24 @@ every later commit carries the result.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from metastore.keys import EntityKey, Kind
+from metastore.keys import SEP, Kind
 
 COUNTED = (Kind.NAMESPACE, Kind.TABLE, Kind.VIEW)
 _FIELD = {Kind.NAMESPACE: "namespaces", Kind.TABLE: "tables", Kind.VIEW: "views"}
+
+
+_BY_BYTE = {kind.value.encode()[0]: kind for kind in COUNTED}
+
+
+def counted_kind(key: bytes) -> Kind | None:
+    """The kind of an encoded entity key if it is counted, else None (read off the byte
+    after the namespace, without decoding the key: this runs for every change)."""
+    at = key.find(SEP)
+    return _BY_BYTE.get(key[at + 1]) if 0 <= at < len(key) - 1 else None
 
 
 class Keys(Protocol):
@@ -39,10 +49,13 @@ class Counts:
         value: int = getattr(self, _FIELD[kind])
         return value
 
-    def plus(self, kind: Kind, delta: int) -> Counts:
-        if kind not in _FIELD or delta == 0:
-            return self
-        return replace(self, **{_FIELD[kind]: self.of(kind) + delta})
+    def added(self, delta: Mapping[Kind, int]) -> Counts:
+        """These counts plus ``delta`` (per counted kind)."""
+        return Counts(
+            self.namespaces + delta.get(Kind.NAMESPACE, 0),
+            self.tables + delta.get(Kind.TABLE, 0),
+            self.views + delta.get(Kind.VIEW, 0),
+        )
 
     def grown(self, before: Counts) -> frozenset[Kind]:
         """The kinds of which there are more than ``before``."""
@@ -64,8 +77,9 @@ def count(index: Keys | None) -> Counts:
     counts = Counts()
     if index is None:
         return counts
+    tally = dict.fromkeys(COUNTED, 0)
     for key, _ in index.items():
-        kind = EntityKey.decode(key).kind
-        if kind in _FIELD:
-            counts = counts.plus(kind, 1)
-    return counts
+        kind = counted_kind(key)
+        if kind is not None:
+            tally[kind] += 1
+    return counts.added(tally)

@@ -221,8 +221,7 @@ class TenantEntityLimits:
             counts = self._objects(tenant, name).commit(ref.head).counts
             if counts is None:
                 counts = self._count(tenant, name, ref.head)
-            for kind in COUNTED:
-                total = total.plus(kind, counts.of(kind))
+            total = total.added({kind: counts.of(kind) for kind in COUNTED})
         return total
 
     def _count(self, tenant: str, catalog: str, head: int) -> Counts:

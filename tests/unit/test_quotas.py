@@ -14,7 +14,7 @@ from metastore.changes import CreateEntity, DeleteEntity, RenameEntity
 from metastore.clock import SystemClock
 from metastore.codec import default_codec
 from metastore.commits import CommitRequest, Committer, EngineLimits
-from metastore.counts import Counts, count
+from metastore.counts import Counts, count, counted_kind
 from metastore.errors import BadRequest, TooManyRequests
 from metastore.ids import SnowflakeGenerator
 from metastore.keys import EntityKey, Kind
@@ -207,6 +207,6 @@ def test_good_quota_properties_pass() -> None:
 def test_counts_of_an_empty_catalog() -> None:
     assert count(None) == Counts()
     assert Counts(1, 2, 3).grown(Counts(1, 1, 4)) == frozenset({Kind.TABLE})
-    assert Counts().plus(Kind.SYSTEM, 5) == Counts()
-    key = EntityKey(Kind.VIEW, DB, "v")
-    assert Counts().plus(key.kind, 2).of(Kind.VIEW) == 2
+    assert Counts(1, 2, 3).added({Kind.VIEW: -3, Kind.SYSTEM: 5}) == Counts(1, 2, 0)
+    keys = [EntityKey(Kind.VIEW, DB, "v"), EntityKey(Kind.SYSTEM, (), "location:/x")]
+    assert [counted_kind(k.encode()) for k in keys] == [Kind.VIEW, None]
