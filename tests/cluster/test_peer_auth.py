@@ -229,14 +229,20 @@ def test_cluster_mode_with_auth_on_requires_a_secret() -> None:
         {"METASTORE_AUTH": "on"},
         {},  # auth auto on a non-loopback bind
     ):
-        overrides = {"kafka": "127.0.0.1:9092", "host": "0.0.0.0", "advertised_url": "http://n:1"}
+        overrides = {
+            "kafka": "127.0.0.1:9092",
+            "host": "0.0.0.0",
+            "advertised_url": "http://n:1",
+            "warehouse": "s3://shared/warehouse",  # a cluster needs shared storage
+        }
         with pytest.raises(ConfigError, match="needs a cluster secret"):
             ServerConfig.load(overrides, env=env)
     secured = ServerConfig.load(overrides, env={"METASTORE_CLUSTER_SECRET": SECRET})
     assert secured.cluster_key == SECRET
     # embedded, or auth off on loopback: no secret needed
     assert ServerConfig.load({"host": "0.0.0.0"}, env={}).cluster_key == ""
-    assert ServerConfig.load({"kafka": "127.0.0.1:9092"}, env={}).cluster_key == ""
+    shared = {"kafka": "127.0.0.1:9092", "warehouse": "s3://shared/warehouse"}
+    assert ServerConfig.load(shared, env={}).cluster_key == ""
 
 
 def test_the_secret_is_never_described() -> None:
