@@ -9,13 +9,13 @@ from pyiceberg.exceptions import TooManyRequestsError
 
 from .conftest import Server
 from .support import SCHEMA
-from .test_tenants import SECRET, _tenant_admin, _token, client, new_tenant
+from .tenants import SECRET, client, new_tenant, tenant_admin, token
 
 
 def test_pyiceberg_over_its_tenants_quotas(secured_server: Server) -> None:
-    admin = {"Authorization": f"Bearer {_token(secured_server, 'alice', 's3cret-alice')}"}
+    admin = {"Authorization": f"Bearer {token(secured_server, 'alice', 's3cret-alice')}"}
     tenant = new_tenant(secured_server, "sales", admin)
-    etl = _tenant_admin(secured_server, admin, tenant, "etl")
+    etl = tenant_admin(secured_server, admin, tenant, "etl")
     quota = f"{secured_server.url}/api/v1/tenants/{tenant}/properties"
 
     def set_quota(updates: dict[str, str]) -> None:
@@ -37,7 +37,7 @@ def test_pyiceberg_over_its_tenants_quotas(secured_server: Server) -> None:
         catalog.list_tables(("db",))
     raw = requests.get(
         f"{secured_server.url}/v1/{tenant}~sales/namespaces",
-        headers={"Authorization": f"Bearer {_token(secured_server, etl, SECRET)}"},
+        headers={"Authorization": f"Bearer {token(secured_server, etl, SECRET)}"},
         timeout=60,
     )
     assert raw.status_code == 429 and int(raw.headers["Retry-After"]) >= 1, raw.headers

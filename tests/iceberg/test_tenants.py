@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 import requests
@@ -20,40 +19,9 @@ from pyiceberg.exceptions import ForbiddenError
 
 from .conftest import Server
 from .support import SCHEMA, assert_error, rows
+from .tenants import SECRET, catalog_body, client, new_tenant, post, tenant_admin, token
 
 ADMIN = {"credential": "alice:s3cret-alice"}  # the secured server's service admin
-SECRET = "a-long-enough-secret-1"
-
-
-def _post(server: Server, path: str, body: Any, headers: dict[str, str] | None = None) -> Any:
-    reply = requests.post(server.url + path, json=body, headers=headers, timeout=60)
-    assert reply.status_code in (200, 201), f"POST {path}: {reply.text}"
-    return reply.json()
-
-
-def _catalog_body(server: Server, tenant: str, name: str) -> dict[str, Any]:
-    body: dict[str, Any] = {"name": name}
-    if server.storage is not None:  # a cluster: a root every node reaches
-        body["storage"] = {"root": (server.storage / tenant / name).as_uri()}
-    return body
-
-
-def new_tenant(server: Server, catalog: str, headers: dict[str, str] | None = None) -> str:
-    tenant = f"t{uuid.uuid4().hex[:10]}"
-    _post(server, "/api/v1/tenants", {"name": tenant}, headers)
-    _post(
-        server,
-        f"/api/v1/tenants/{tenant}/catalogs",
-        _catalog_body(server, tenant, catalog),
-        headers,
-    )
-    return tenant
-
-
-def client(server: Server, warehouse: str, **properties: str) -> RestCatalog:
-    if "credential" in properties:
-        properties["oauth2-server-uri"] = f"{server.url}/v1/oauth/tokens"
-    return RestCatalog("t", uri=server.url, warehouse=warehouse, **properties)
 
 
 def _events(catalog: RestCatalog, ids: list[int]) -> list[int]:
@@ -71,10 +39,10 @@ def _events(catalog: RestCatalog, ids: list[int]) -> list[int]:
 def test_pyiceberg_reaches_a_second_tenant_by_warehouse(iceberg_server: Server) -> None:
     name = f"c{uuid.uuid4().hex[:8]}"  # the same catalog name in two tenants
     tenant = new_tenant(iceberg_server, name)
-    _post(
+    post(
         iceberg_server,
         "/api/v1/tenants/default/catalogs",
-        _catalog_body(iceberg_server, "default", name),
+        catalog_body(iceberg_server, "default", name),
     )
 
     other = client(iceberg_server, f"{tenant}/{name}")
@@ -142,24 +110,9 @@ def test_unknown_or_malformed_prefixes(iceberg_server: Server, prefix: str, stat
 def acme(secured_server: Server) -> Iterator[tuple[str, str]]:
     """Tenant ``acme-*`` with catalog ``sales`` and its tenant admin ``etl``; returns the
     tenant and etl's client id."""
-    admin = {"Authorization": f"Bearer {_token(secured_server, 'alice', 's3cret-alice')}"}
+    admin = {"Authorization": f"Bearer {token(secured_server, 'alice', 's3cret-alice')}"}
     tenant = new_tenant(secured_server, "sales", admin)
-    yield tenant, _tenant_admin(secured_server, admin, tenant, "etl")
-
-
-def _token(server: Server, client_id: str, secret: str) -> str:
-    form = {"grant_type": "client_credentials", "client_id": client_id, "client_secret": secret}
-    reply = requests.post(f"{server.url}/v1/oauth/tokens", data=form, timeout=60)
-    assert reply.status_code == 200, reply.text
-    return str(reply.json()["access_token"])
-
-
-def _tenant_admin(server: Server, admin: dict[str, str], tenant: str, name: str) -> str:
-    base = f"/api/v1/tenants/{tenant}"
-    created = _post(server, f"{base}/principals", {"name": name, "secret": SECRET}, admin)
-    path = f"{base}/principal-roles/tenant_admin/principals"
-    _post(server, path, {"principal": name}, admin)
-    return str(created["id"])
+    yield tenant, tenant_admin(secured_server, admin, tenant, "etl")
 
 
 def test_a_principal_reaches_its_own_tenant_by_catalog_name(
@@ -183,10 +136,10 @@ def test_another_tenant_is_refused_alike_whether_its_catalogs_exist_or_not(
     secured_server: Server, acme: tuple[str, str]
 ) -> None:
     tenant, _ = acme
-    admin = {"Authorization": f"Bearer {_token(secured_server, 'alice', 's3cret-alice')}"}
+    admin = {"Authorization": f"Bearer {token(secured_server, 'alice', 's3cret-alice')}"}
     beta = new_tenant(secured_server, "sales", admin)
-    intruder = _tenant_admin(secured_server, admin, beta, "ops")
-    headers = {"Authorization": f"Bearer {_token(secured_server, intruder, SECRET)}"}
+    intruder = tenant_admin(secured_server, admin, beta, "ops")
+    headers = {"Authorization": f"Bearer {token(secured_server, intruder, SECRET)}"}
     messages: dict[str, list[str]] = {}
     for prefix in (f"{tenant}~sales", f"{tenant}~nosuch", "nosuchtenant~sales"):
         for path in ("/namespaces", "/namespaces/db", "/namespaces/db/tables/events"):
