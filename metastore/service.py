@@ -138,9 +138,13 @@ class Metastore:
         page_size: int | None = None,
         at: int | None = None,
         name_prefix: str = "",
+        shows: Callable[[str], bool] | None = None,
     ) -> Page[Entity]:
         """Entities of ``kind`` directly in ``namespace`` in name order, only those whose
-        name starts with ``name_prefix`` (system records of one sort, e.g. ``principal:``)."""
+        name starts with ``name_prefix`` (system records of one sort, e.g. ``principal:``)
+        and, given ``shows``, those whose name (after ``name_prefix``) it keeps: what the
+        caller may see. The filter runs before a page is cut, so a page token only carries
+        a shown name."""
         size = check_page_size(page_size)
         prefix = kind_prefix(namespace, kind) + name_prefix.encode()
         listing = fingerprint(tenant, catalog, prefix)
@@ -161,6 +165,8 @@ class Metastore:
         items: list[Entity] = []
         last = b""
         for key, value in view.items(prefix, after):
+            if shows is not None and not shows(key[len(prefix) :].decode()):
+                continue
             if len(items) == size:
                 return Page(items, encode_token(PageToken(commit.id, last), listing))
             items.append(objects.entity(value[1]))

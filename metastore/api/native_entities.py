@@ -98,13 +98,20 @@ async def _commit_one(
 async def list_namespaces(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
     token, size = params.page(request)
-    result = request.app[METASTORE].list_entities(
-        tenant, catalog, params.parent(request), Kind.NAMESPACE, token, size, params.at(request)
-    )
     shown = visible(request)  # what the caller may see (metastore.api.access)
+    result = request.app[METASTORE].list_entities(
+        tenant,
+        catalog,
+        params.parent(request),
+        Kind.NAMESPACE,
+        token,
+        size,
+        params.at(request),
+        shows=shown.shows,
+    )
     return web.json_response(
         {
-            "namespaces": [entity_json(e) for e in result.items if shown.shows(e.path[-1])],
+            "namespaces": [entity_json(e) for e in result.items],
             "next-page-token": result.next_token,
         }
     )
@@ -152,15 +159,20 @@ async def list_entities(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
     kind = params.collection_kind(request)
     token, size = params.page(request)
+    shown = visible(request)  # what the caller may see (metastore.api.access)
     result = request.app[METASTORE].list_entities(
-        tenant, catalog, params.namespace(request), kind, token, size, params.at(request)
+        tenant,
+        catalog,
+        params.namespace(request),
+        kind,
+        token,
+        size,
+        params.at(request),
+        shows=shown.shows,
     )
-    shown = visible(request)
     return web.json_response(
         {
-            request.match_info["kind"]: [
-                entity_json(e) for e in result.items if shown.shows(e.path[-1])
-            ],
+            request.match_info["kind"]: [entity_json(e) for e in result.items],
             "next-page-token": result.next_token,
         }
     )

@@ -98,12 +98,11 @@ def _once(request: web.Request, tenant: str, body: Mapping[str, Any] | None = No
 async def list_principals(request: web.Request) -> web.Response:
     tenant = params.tenant(request)
     token, size = params.page(request)
-    page = request.app[IDENTITY].principals.list(tenant, token, size)
-    listed = [principal_json(tenant, e) for e in page.items]
     shown = visible(request)  # all with PRINCIPAL_LIST, else the caller itself
+    page = request.app[IDENTITY].principals.list(tenant, token, size, shown.shows)
     return web.json_response(
         {
-            "principals": [p for p in listed if shown.shows(p["name"])],
+            "principals": [principal_json(tenant, e) for e in page.items],
             "next-page-token": page.next_token,
         }
     )

@@ -77,11 +77,17 @@ def _ns_key(request: web.Request) -> EntityKey:
 async def list_namespaces(request: web.Request) -> web.Response:
     call = Call.of(request)
     token, size = params.page(request)
-    page = call.metastore.list_entities(
-        call.tenant, call.catalog, params.parent(request), Kind.NAMESPACE, token, size
-    )
     shown = visible(request)  # what the caller may see (metastore.api.access)
-    namespaces = [list(e.path) for e in page.items if shown.shows(e.path[-1])]
+    page = call.metastore.list_entities(
+        call.tenant,
+        call.catalog,
+        params.parent(request),
+        Kind.NAMESPACE,
+        token,
+        size,
+        shows=shown.shows,
+    )
+    namespaces = [list(e.path) for e in page.items]
     return json_response({"namespaces": namespaces, "next-page-token": page.next_token})
 
 

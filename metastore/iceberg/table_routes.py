@@ -64,15 +64,17 @@ def list_identifiers(request: web.Request, kind: Kind) -> web.Response:
     """One page of the tables or views directly in a namespace, as Iceberg identifiers."""
     call = Call.of(request)
     token, size = params.page(request)
-    page = call.metastore.list_entities(
-        call.tenant, call.catalog, params.namespace(request), kind, token, size
-    )
     shown = visible(request)  # what the caller may see (metastore.api.access)
-    identifiers = [
-        {"namespace": list(e.path[:-1]), "name": e.path[-1]}
-        for e in page.items
-        if shown.shows(e.path[-1])
-    ]
+    page = call.metastore.list_entities(
+        call.tenant,
+        call.catalog,
+        params.namespace(request),
+        kind,
+        token,
+        size,
+        shows=shown.shows,
+    )
+    identifiers = [{"namespace": list(e.path[:-1]), "name": e.path[-1]} for e in page.items]
     return json_response({"identifiers": identifiers, "next-page-token": page.next_token})
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from metastore.changes import Change, CreateEntity, DeleteEntity, UpdateEntity
 from metastore.commits import CommitOutcome, CommitRequest, Record
@@ -67,7 +67,15 @@ class Principals:
         except NotFound:
             raise NoSuchPrincipal(f"principal does not exist: {name}") from None
 
-    def list(self, tenant: str, page_token: str | None, page_size: int | None) -> Page[Entity]:
+    def list(
+        self,
+        tenant: str,
+        page_token: str | None,
+        page_size: int | None,
+        shows: Callable[[str], bool] | None = None,
+    ) -> Page[Entity]:
+        """The tenant's principals in name order; given ``shows``, only the names it keeps
+        (filtered before a page is cut: a page token carries only a shown name)."""
         return self._metastore.list_entities(
             tenant,
             SYSTEM_CATALOG,
@@ -76,6 +84,7 @@ class Principals:
             page_token,
             page_size,
             name_prefix=PRINCIPAL_PREFIX,
+            shows=shows,
         )
 
     # --- changes -------------------------------------------------------------------------

@@ -5,6 +5,8 @@ bind to the ids of what they link, and only tenant admins hand out ``tenant_admi
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import AsyncIterator, Iterator
 
 import aiohttp
@@ -298,3 +300,44 @@ async def test_callers_see_their_own_roles_and_record(admin: Admin, tenant: str)
     assert_status(await ana.call("GET", f"{tenant_path(tenant)}/principals/ana"), 200)
     await admin.principal(tenant, "bo")
     assert_error(await ana.call("GET", f"{tenant_path(tenant)}/principals/bo"), 403)
+
+
+def token_names(token: str) -> bytes:
+    """What a page token carries (base64 JSON whose "k" is the base64 of the last key)."""
+    payload = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    return base64.urlsafe_b64decode(payload["k"])
+
+
+async def test_page_tokens_carry_only_names_the_caller_was_shown(admin: Admin, tenant: str) -> None:
+    sales = f"{catalog(tenant)}/namespaces/{seg('sales')}"
+    names = ["a-shown", "b-hidden", "c-hidden", "d-shown", "e-hidden"]
+    for name in names:
+        await admin.ok("POST", f"{sales}/tables", {"name": name}, 201)
+    ana = await admin.login_as(tenant, "ana")
+    await admin.principal_role(tenant, "eng", "ana")
+    grants = [("TABLE_READ_DATA", "table", ["sales", n]) for n in names if "shown" in n]
+    await admin.catalog_role(tenant, "c", "some", grants, "eng")
+    for path, key in (
+        (f"{sales}/tables", "tables"),
+        (f"/v1/{tenant}~c/namespaces/sales/tables", "identifiers"),
+    ):
+        seen: list[str] = []
+        token: str | None = None
+        while True:
+            params: dict[str, str | int] = {"pageSize": 1} | ({"pageToken": token} if token else {})
+            page = assert_status(await ana.call("GET", path, params=params), 200)
+            seen += [item["name"] for item in page[key]]
+            token = page["next-page-token"]
+            if not token:
+                break
+            assert b"hidden" not in token_names(token), token_names(token)
+        assert seen == ["a-shown", "d-shown"]
+
+
+async def test_a_principal_pages_through_its_own_record_only(admin: Admin, tenant: str) -> None:
+    for name in ("a-hidden", "c-hidden"):
+        await admin.principal(tenant, name)
+    ana = await admin.login_as(tenant, "b-ana")
+    page = await ana.ok("GET", f"{tenant_path(tenant)}/principals?pageSize=1")
+    assert [p["name"] for p in page["principals"]] == ["b-ana"]
+    assert page["next-page-token"] is None  # nothing more it may see: no token naming one
