@@ -18,6 +18,7 @@ from aiohttp import web
 from metastore.api import params
 from metastore.api.authz import VISIBLE
 from metastore.api.peers import is_node_request
+from metastore.api.typedefs import CONFIG
 from metastore.api.validation import read_json
 from metastore.errors import Forbidden
 from metastore.keys import Kind
@@ -91,6 +92,34 @@ class Requires(Rule):
 
     async def check(self, request: web.Request, checker: Checker) -> None:
         checker.require(self.privilege, self.on(request))
+
+
+@dataclass(frozen=True, slots=True)
+class ChoosesStorage(Rule):
+    """A privilege on the catalog, and more to name where its files live.
+
+    A catalog's storage (root, allowed locations, endpoint, credentials) decides
+    what the server itself reads, writes and purges. On a node that does not bound
+    every catalog's storage (``METASTORE_STORAGE_ROOTS`` unset), whoever names it could
+    point the server at any path or endpoint the node reaches, so naming it is a
+    service admin's; within bounds the privilege suffices. ``schema``: the body's
+    schema, whose ``storage`` key names storage (None: the route always does).
+    """
+
+    privilege: Privilege
+    on: On
+    schema: str | None = None
+
+    async def check(self, request: web.Request, checker: Checker) -> None:
+        checker.require(self.privilege, self.on(request))
+        if checker.service_admin or request.app[CONFIG].storage_roots:
+            return
+        if self.schema is not None and "storage" not in await read_json(request, self.schema):
+            return
+        raise Forbidden(
+            "only a service admin may name a catalog's storage on a node that does not "
+            "bound storage roots (METASTORE_STORAGE_ROOTS)"
+        )
 
 
 @dataclass(frozen=True, slots=True)

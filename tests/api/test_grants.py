@@ -341,3 +341,25 @@ async def test_a_principal_pages_through_its_own_record_only(admin: Admin, tenan
     page = await ana.ok("GET", f"{tenant_path(tenant)}/principals?pageSize=1")
     assert [p["name"] for p in page["principals"]] == ["b-ana"]
     assert page["next-page-token"] is None  # nothing more it may see: no token naming one
+
+
+async def test_only_a_service_admin_names_storage_on_an_unbounded_node(
+    admin: Admin, tenant: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A catalog's storage decides what the server reads, writes and purges: without
+    METASTORE_STORAGE_ROOTS a tenant admin may create catalogs, but only on the
+    node's seeded storage."""
+    boss = await admin.login_as(tenant, "boss")
+    await admin.principal_role(tenant, "tenant_admin", "boss")
+    elsewhere = tmp_path_factory.mktemp("elsewhere").resolve().as_uri()
+    named = {"name": "mine", "storage": {"root": elsewhere}}
+    catalogs = f"{tenant_path(tenant)}/catalogs"
+    assert_error(await boss.call("POST", catalogs, named), 403, "ForbiddenException")
+    assert_error(await boss.call("GET", f"{catalogs}/mine"), 404)  # nothing written
+    storage = (await boss.ok("POST", catalogs, {"name": "seeded"}, 201))["storage"]
+    del storage["version"]
+    update = {"storage": {**storage, "root": elsewhere, "allowed-locations": [elsewhere]}}
+    before = await boss.ok("GET", f"{catalogs}/seeded")
+    assert_error(await boss.call("POST", f"{catalogs}/seeded/storage", update), 403)
+    assert await boss.ok("GET", f"{catalogs}/seeded") == before
+    await admin.ok("POST", catalogs, {**named, "name": "by-admin"}, 201)

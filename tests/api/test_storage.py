@@ -369,3 +369,31 @@ def test_storage_roots_bound_every_catalog(tmp_path: Path) -> None:
         assert "outside this deployment's storage roots" in message, message
         assert "METASTORE_STORAGE_ROOTS" in message, message
         assert requests.get(f"{url}/outside", timeout=30).status_code == 404
+
+
+def test_within_storage_roots_a_tenant_admin_names_its_catalogs_storage(tmp_path: Path) -> None:
+    """With every storage root bounded, naming storage needs only the catalog privilege."""
+    allowed = (tmp_path / "allowed").resolve()
+    data = (tmp_path / "data").resolve()
+    env = {
+        "METASTORE_STORAGE_ROOTS": f"{uri(allowed)},{uri(data / 'warehouse')}",
+        "METASTORE_AUTH": "on",
+        "METASTORE_AUTH_CLIENTS": "root:root-secret-1,boss:boss-secret-1",
+        "METASTORE_AUTH_ADMINS": "root",
+    }
+    with NodeProcess(data, log_path=tmp_path / "node.log", env=env) as process:
+
+        def token(client: str, secret: str) -> dict[str, str]:
+            form = {"grant_type": "client_credentials", "client_id": client}
+            reply = requests.post(
+                process.url + "/v1/oauth/tokens", data={**form, "client_secret": secret}, timeout=30
+            )
+            return {"Authorization": f"Bearer {reply.json()['access_token']}"}
+
+        root, boss = token("root", "root-secret-1"), token("boss", "boss-secret-1")
+        members = process.url + "/api/v1/tenants/default/principal-roles/tenant_admin/principals"
+        added = requests.post(members, json={"principal": "boss"}, headers=root, timeout=30)
+        assert added.status_code == 201, added.text
+        body = {"name": "mine", "storage": {"root": uri(allowed / "mine")}}
+        created = requests.post(process.url + CATALOGS, json=body, headers=boss, timeout=30)
+        assert created.status_code == 201, created.text
