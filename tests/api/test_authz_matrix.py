@@ -508,7 +508,8 @@ ROWS: dict[tuple[str, str], Row] = {
         fixed("POST", f"{CAT}/properties", {"updates": {"k": "v"}}), ok_for(200, "cadmin")
     ),
     ("POST", "/api/v1/tenants/{tenant}/catalogs/{catalog}/storage"): Row(
-        update_storage, {}  # a service admin's without METASTORE_STORAGE_ROOTS
+        update_storage,
+        {},  # a service admin's without METASTORE_STORAGE_ROOTS
     ),
     ("GET", "/api/v1/tenants/{tenant}/catalogs/{catalog}/ref"): Row(
         fixed("GET", f"{CAT}/ref"), ok_for(200, "cadmin")
