@@ -36,7 +36,7 @@ from typing import Any
 
 from bench.load import Client, Failures, Latency, Progress, closed_loop, new_session
 from bench.nodes import check_stop, cpu_seconds
-from bench.report import machine, ms, pct, print_outcome, table, write_json
+from bench.report import machine, ms, pct, print_outcome, save_report, table
 from metastore.procs import NodeProcess
 
 TENANT = CATALOG = "default"
@@ -334,8 +334,7 @@ def run(args: argparse.Namespace) -> int:
         "ok": ok,
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    write_json(OUT_PATH, report)
-    print(f"\nwrote {OUT_PATH.relative_to(REPO_ROOT)}")
+    save_report(OUT_PATH, REPO_ROOT, report)
     return 0 if ok else 1
 
 

@@ -74,7 +74,7 @@ from bench.load import (
 )
 from bench.nodes import ClusterNodes, cpu_seconds
 from bench.replay import ReplayResult, replay_log
-from bench.report import machine, ms, pct, print_outcome, table, write_json
+from bench.report import machine, ms, pct, print_outcome, save_report, table
 from metastore.cluster.config import ClusterConfig
 from metastore.cluster.records import partition_for
 from metastore.consistency import HEADER
@@ -535,8 +535,7 @@ def run(args: argparse.Namespace) -> int:
         "ok": ok,
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    write_json(OUT_PATH, report)
-    print(f"\nwrote {OUT_PATH.relative_to(REPO_ROOT)}")
+    save_report(OUT_PATH, REPO_ROOT, report)
     return 0 if ok else 1
 
 

@@ -79,6 +79,12 @@ def write_json(path: Path, report: dict[str, Any]) -> None:
     path.write_text(json.dumps(finite(report), indent=2, allow_nan=False) + "\n")
 
 
+def save_report(path: Path, root: Path, report: dict[str, Any]) -> None:
+    """Write a benchmark's summary and say where (relative to the repository ``root``)."""
+    write_json(path, report)
+    print(f"\nwrote {path.relative_to(root)}")
+
+
 def print_outcome(text: str, failures: Failures, nodes_ok: bool, what: str = "failures") -> bool:
     """Print the summary and what went wrong; True if nothing did."""
     print("\n" + "=" * 100 + "\n" + text)

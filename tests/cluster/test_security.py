@@ -324,6 +324,13 @@ def _openssl(*args: str) -> None:
     subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
 
 
+def _self_signed(subject: str, key: Path, certificate: Path) -> None:
+    _openssl(
+        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", subject,
+        "-keyout", str(key), "-out", str(certificate),
+    )  # fmt: skip
+
+
 def make_certificates(folder: Path) -> dict[str, Path]:
     """A CA, a node certificate for 127.0.0.1 signed by it, and a stranger's self-signed one."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -331,21 +338,7 @@ def make_certificates(folder: Path) -> dict[str, Path]:
         name: folder / f"{name}.pem"
         for name in ("ca", "ca-key", "node", "node-key", "stranger", "stranger-key")
     }
-    _openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=metastore test CA",
-        "-keyout",
-        str(files["ca-key"]),
-        "-out",
-        str(files["ca"]),
-    )
+    _self_signed("/CN=metastore test CA", files["ca-key"], files["ca"])
     csr = folder / "node.csr"
     _openssl(
         "req",
@@ -378,21 +371,7 @@ def make_certificates(folder: Path) -> dict[str, Path]:
         "-out",
         str(files["node"]),
     )
-    _openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=127.0.0.1",
-        "-keyout",
-        str(files["stranger-key"]),
-        "-out",
-        str(files["stranger"]),
-    )
+    _self_signed("/CN=127.0.0.1", files["stranger-key"], files["stranger"])
     return files
 
 
