@@ -1,7 +1,7 @@
 """A size-bounded LRU of decoded immutable objects.
 
 Immutable objects never change once written, so a cached copy is never stale and
-needs no invalidation (seed 000's reason for immutability). Updateable objects
+needs no invalidation (the reason objects are immutable at all). Updateable objects
 and references are never cached (``CachePolicy.NEVER``): they are read fresh.
 """
 

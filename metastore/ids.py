@@ -1,4 +1,4 @@
-"""64-bit snowflake IDs (seed 000): epoch 2025-01-01, 41-bit ms, 10-bit node, 12-bit seq.
+"""64-bit snowflake IDs: epoch 2025-01-01, 41-bit ms, 10-bit node, 12-bit seq.
 
 IDs must be unique across nodes without coordination on the hot path, so each
 process leases a node ID (``metastore.leases``) and generates locally. IDs are

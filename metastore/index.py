@@ -1,6 +1,6 @@
 """The commit index: sorted entity keys -> (object type, object id), spillable.
 
-Seed 000: a commit embeds an index of recently changed keys; when its serialized
+A commit embeds an index of recently changed keys; when its serialized
 size passes a threshold, all but this commit's own changes spill into "stripe"
 objects (sorted, non-overlapping key ranges) that the commit references. An
 embedded entry always shadows a spilled one, and a deleted key is an embedded

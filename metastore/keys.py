@@ -1,7 +1,7 @@
 """Storage keys and entity index keys.
 
-Object key = (tenant, catalog, type, id); reference key = (tenant, catalog, name)
-(seed 000). Both encode to bytes that sort by their parts, with 0x00 between
+Object key = (tenant, catalog, type, id); reference key = (tenant, catalog, name).
+Both encode to bytes that sort by their parts, with 0x00 between
 parts (names may not contain control characters, ``metastore.names``), so a
 tenant's or a catalog's keys are one contiguous prefix.
 

@@ -2,8 +2,8 @@
 
 Requests for a ref queue up while its current batch is being written; the next
 batch takes everything queued (up to ``max_batch``). Serializing per ref inside
-the process means commits of one node never race each other's CAS (seed 000
-"no concurrent retry-loops per process"), and one durable write (one fsync, or
+the process means commits of one node never race each other's CAS (no node
+runs two retry loops against one ref), and one durable write (one fsync, or
 one Kafka transaction) carries many commits. Blocking work (RocksDB, CPU) runs
 in the executor, never on the loop.
 """

@@ -1,4 +1,4 @@
-"""Snowflake node IDs leased with CAS on updateable objects (seed 000).
+"""Snowflake node IDs leased with CAS on updateable objects.
 
 A node picks a random node ID, and takes its lease object if it is absent or
 expired, by compare-and-swap on the version token. It renews well before expiry

@@ -1,4 +1,4 @@
-"""The object type registry (seed 000: "adding a type is a coding exercise").
+"""The object type registry: adding a type is a coding exercise, never a migration.
 
 The type name is part of every object key, so a new type is a new key range:
 registering a class here is all it takes, never a storage migration. The cache

@@ -1,8 +1,8 @@
 """Opaque page tokens that pin the snapshot a listing started on.
 
 A token names the commit the first page was read from and the last key
-returned, so later pages read the same immutable snapshot (seed 000, seed 003
-continuations) no matter what commits in between. A fingerprint of the listing
+returned, so later pages read the same immutable snapshot (a continuation, not an
+offset) no matter what commits in between. A fingerprint of the listing
 (catalog, prefix) rejects a token replayed against another listing. Tokens are
 not secrets: they carry nothing the caller could not already read, and the
 commit is always looked up inside the caller's own tenant and catalog.

@@ -1,1 +1,1 @@
-"""Cluster mode on Kafka (KLIP-18): changelog topics, views on every node, partition owners."""
+"""Cluster mode on Kafka: changelog topics, views on every node, partition owners."""

@@ -1,4 +1,4 @@
-"""Which node owns which partition: a Kafka consumer group over the refs topic (KLIP-18).
+"""Which node owns which partition: a Kafka consumer group over the refs topic.
 
 The group only decides ownership; it never reads data for it (every assigned
 partition is paused at once, the view consumer reads everything) and never

@@ -1,6 +1,6 @@
 """Changelog records of the cluster mode: keys, values, headers, partitioning.
 
-Two key-compacted topics hold the metastore's tables (KLIP-18): ``<prefix>.refs``
+Two key-compacted topics hold the metastore's tables (a changelog per table): ``<prefix>.refs``
 and ``<prefix>.objects``. A catalog's refs and objects live in the same
 partition number of both, ``partition_for(tenant, catalog)``, a stable hash that
 never depends on the Python process (no ``hash()``), so every node and every

@@ -1,5 +1,5 @@
 """Persistence backends behind one narrow contract (``base.Persistence``).
 
 Service code never calls a backend directly: it goes through the commit engine
-(``metastore.commits``) and the readers (``metastore.reader``).
+(``metastore.commits``) and reads through the typed object store (``metastore.store``).
 """

@@ -1,7 +1,8 @@
 """The persistence contract: immutable objects, CAS'd references, updateable objects.
 
-Deliberately narrow (seed 000 / lakeFS KV): anything that can do single-row
-conditional writes can implement it. ``write`` is the one mutation of the commit
+Deliberately narrow: anything that can do single-row conditional writes (a
+key-value store with compare-and-swap, a Kafka partition with one writer) can
+implement it. ``write`` is the one mutation of the commit
 path: it stores new immutable objects and, atomically with them, applies one
 compare-and-swap on a reference. In Kafka mode that maps to one transaction.
 """

@@ -99,6 +99,3 @@ class MemoryPersistence:
 
     def close(self) -> None:
         """Nothing to release; the data stays readable (tests inspect it after close)."""
-
-
-# The rules below are shared with the RocksDB backend, so both decide alike.
