@@ -8,9 +8,11 @@ objects, update the index (spilling when it grows), write the commit.
 ``Committer.commit_batch`` runs the requests of one ref one after another on
 the state the previous one produced, then writes all their objects and moves
 the ref with ONE compare-and-swap: N requests, one durable write. A lost CAS
-(another process moved HEAD) retries the whole batch from the fresh HEAD with
-exponential backoff and full jitter, re-checking every requirement. Each request
-gets its own outcome: a logical failure of one never fails another.
+(another process moved HEAD) retries the whole batch from the fresh HEAD on the
+engine's retry schedule (``EngineLimits.cas_retry``: exponential backoff with
+full jitter, ``metastore.retry``), re-checking every requirement; a write whose
+outcome is unknown is never retried. Each request gets its own outcome: a
+logical failure of one never fails another.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ from metastore.persistence.base import (
     StoredObject,
 )
 from metastore.requirements import Requirement
+from metastore.retry import RetryPolicy
 from metastore.store import CatalogObjects, Objects, StagedObjects
 
 log = logging.getLogger(__name__)
@@ -124,9 +127,17 @@ class EngineLimits:
     index: IndexLimits = field(default_factory=IndexLimits)
     max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES
     recent_heads: int = DEFAULT_RECENT_HEADS
-    max_attempts: int = 10
+    max_attempts: int = 10  # writes of one batch, the first included, while CAS is lost
     backoff_base_s: float = 0.005
     backoff_max_s: float = 0.5
+
+    def __post_init__(self) -> None:
+        _ = self.cas_retry  # limits the schedule cannot run are refused here, at startup
+
+    @property
+    def cas_retry(self) -> RetryPolicy:
+        """The schedule of a batch whose compare-and-swap another process won."""
+        return RetryPolicy(self.backoff_base_s, self.backoff_max_s, self.max_attempts)
 
 
 class EntityLimits(Protocol):
@@ -384,7 +395,8 @@ class Committer:
         self, ref_key: RefKey, requests: Sequence[CommitRequest]
     ) -> list[CommitOutcome | MetastoreError]:
         base = self._objects(ref_key.tenant, ref_key.catalog)
-        for attempt in range(self._limits.max_attempts):
+        attempts = self._limits.cas_retry.start(sleep=self._sleep, rng=self._rng)
+        while True:
             ref = self._persistence.get_ref(ref_key)
             staged = StagedObjects(base)
             results, update = self._run(staged, ref_key, ref, requests)
@@ -392,11 +404,15 @@ class Committer:
                 return results
             try:
                 self._persistence.write([s for s, _ in staged.written], update)
-            except RefConditionFailed:
+            except RefConditionFailed:  # nothing was written: rebuild on the fresh HEAD
                 self.cas_retries += 1
-                delay = min(self._limits.backoff_max_s, self._limits.backoff_base_s * 2**attempt)
-                self._sleep(self._rng.uniform(0, delay))
-                continue
+                if attempts.backoff():
+                    continue
+                busy = ServiceUnavailable(
+                    f"gave up after {attempts.attempt} lost compare-and-swaps on "
+                    f"{ref_key.name}; nothing was written, retry later"
+                )
+                return [busy if isinstance(r, CommitOutcome) else r for r in results]
             except ObjectConflict:
                 raise
             except NotOwner as exc:  # nothing was written: the caller retries at the owner
@@ -410,11 +426,6 @@ class Committer:
                 return [unknown if isinstance(r, CommitOutcome) else r for r in results]
             base.remember(staged.written)
             return results
-        busy = ServiceUnavailable(
-            f"gave up after {self._limits.max_attempts} lost compare-and-swaps on {ref_key.name}; "
-            "nothing was written, retry later"
-        )
-        return [busy if isinstance(r, CommitOutcome) else r for r in results]
 
     def _run(
         self,

@@ -414,10 +414,19 @@ def test_gives_up_after_max_attempts_with_service_unavailable(
     assert isinstance(results[0], ServiceUnavailable)
     assert isinstance(results[1], NoSuchNamespace)
     assert a.committer.cas_retries == 4
-    assert len(delays) == 4
+    assert len(delays) == 3  # between the four attempts; none after the last one
     assert all(0 <= d <= 0.01 * 2**i for i, d in enumerate(delays))
     assert lookup(a, table_key(DB, "a")) is None
     assert ("db", "a") not in stored_entity_paths(persistence)
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [{"max_attempts": 0}, {"backoff_base_s": -0.1}, {"backoff_base_s": 1.0, "backoff_max_s": 0.5}],
+)
+def test_limits_whose_retry_schedule_cannot_run_are_refused(limits: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="retry"):
+        EngineLimits(**limits)  # type: ignore[arg-type]
 
 
 # --- limits, reset, recent heads -----------------------------------------------------
