@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from urllib.parse import quote
 
-from pyiceberg.catalog import MetastoreCatalog as PyCatalog
 from pyiceberg.exceptions import ValidationError as IcebergValidationError
 from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.serializers import FromInputFile, ToOutputFile
@@ -89,7 +89,7 @@ class Warehouse:
         Computed here, never by a location provider named in the table's properties:
         that would make the server import and run a class a client chose.
         """
-        version = PyCatalog._parse_metadata_version(previous) + 1 if previous else 0
+        version = metadata_version(previous) + 1 if previous else 0
         directory = metadata.properties.get(METADATA_PATH) or f"{metadata.location}/metadata"
         what = f"property {METADATA_PATH}"
         directory = check_inside(
@@ -98,8 +98,26 @@ class Warehouse:
         return f"{directory}/{version:05d}-{uuid.uuid4()}.metadata.json"
 
     def new_view_metadata_location(self, location: str, previous: str | None) -> str:
-        version = PyCatalog._parse_metadata_version(previous) + 1 if previous else 0
+        version = metadata_version(previous) + 1 if previous else 0
         return f"{location.rstrip('/')}/metadata/{version:05d}-{uuid.uuid4()}.metadata.json"
+
+
+METADATA_FILE = re.compile(r"(\d+)-([0-9a-fA-F-]+)\.(?:gz\.)?metadata\.json")
+
+
+def metadata_version(location: str) -> int:
+    """The version number a metadata file's name starts with (``00001-<uuid>.metadata.json``
+    is 1), or -1 for a name in another form, so the next file is version 0: every
+    Iceberg client numbers the files this way, and a table registered with a file
+    named otherwise still gets well-formed successors."""
+    found = METADATA_FILE.fullmatch(location.rsplit("/", 1)[-1])
+    if found is None:
+        return -1
+    try:
+        uuid.UUID(found.group(2))
+    except ValueError:
+        return -1
+    return int(found.group(1))
 
 
 class TableFiles:
