@@ -102,7 +102,7 @@ class Warehouse:
         return f"{location.rstrip('/')}/metadata/{version:05d}-{uuid.uuid4()}.metadata.json"
 
 
-METADATA_FILE = re.compile(r"(\d+)-([0-9a-fA-F-]+)\.(?:gz\.)?metadata\.json")
+METADATA_FILE = re.compile(r"(\d+)-([0-9a-fA-F-]+)(?:\.\w+)?\.metadata\.json")
 
 
 def metadata_version(location: str) -> int:
