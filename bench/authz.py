@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shlex
 import sys
 import tempfile
 import time
@@ -35,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.load import Client, Failures, Latency, Progress, closed_loop, new_session
-from bench.nodes import check_stop, cpu_seconds
-from bench.report import machine, ms, pct, print_outcome, save_report, table
-from metastore.procs import NodeProcess
+from bench.report import command_line, machine, ms, pct, print_outcome, save_report, table
+from harness.node import NodeProcess, stop_checked
+from harness.process import cpu_seconds
 
 TENANT = CATALOG = "default"
 CATALOGS = {"off": CATALOG, "on": CATALOG, "authn": "authn"}  # each mode commits to its own
@@ -149,7 +148,7 @@ async def measure(
 
 async def prepare(
     url: str, auth: bool, args: argparse.Namespace, failures: Failures
-) -> tuple[dict[str, str], Policy | None]:
+) -> tuple[dict[str, dict[str, str]], Policy | None]:
     async with new_session(4) as session:
         client = Client(session, url, failures, TENANT)
         admin = await login(client, ROOT, ROOT_SECRET) if auth else {}
@@ -157,13 +156,17 @@ async def prepare(
         for mode in modes:
             catalog = CATALOGS[mode]
             if catalog != CATALOG:
-                body = {"name": catalog}
                 await client.call(
-                    "POST", client.api + "/catalogs", body=body, headers=admin, expect=201
+                    "POST",
+                    client.api + "/catalogs",
+                    body={"name": catalog},
+                    headers=admin,
+                    expect=201,
                 )
-            body = {"namespace": [NAMESPACE]}
             path = client.catalog(catalog) + "/namespaces"
-            await client.call("POST", path, body=body, headers=admin, expect=201)
+            await client.call(
+                "POST", path, body={"namespace": [NAMESPACE]}, headers=admin, expect=201
+            )
         if not auth:
             return {"off": {}}, None
         policy = await grant_policy(client, admin, args)
@@ -276,7 +279,7 @@ async def run_rounds(
     indexes = {mode: [0] * args.concurrency for mode, _, _ in modes}
     for mode, node, sent in modes:  # connections, caches, the policy snapshot
         await measure(
-            node.url, _pid(node), mode, sent, args, failures, indexes[mode], args.warmup, None
+            node.url, node.pid, mode, sent, args, failures, indexes[mode], args.warmup, None
         )
     rounds = []
     for i in range(args.rounds):  # each round starts with another mode: drift hits all alike
@@ -284,7 +287,7 @@ async def run_rounds(
             rounds.append(
                 await measure(
                     node.url,
-                    _pid(node),
+                    node.pid,
                     mode,
                     sent,
                     args,
@@ -297,14 +300,9 @@ async def run_rounds(
     return rounds, policy
 
 
-def _pid(node: NodeProcess) -> int:
-    assert node.proc is not None
-    return node.proc.pid
-
-
 def run(args: argparse.Namespace) -> int:
     info = machine()
-    command = shlex.join([Path(sys.executable).name, "-m", "bench.authz", *sys.argv[1:]])
+    command = command_line("bench.authz")
     print(f"command: {command}  (cwd {os.getcwd()})")
     failures = Failures()
     nodes_ok = True
@@ -319,7 +317,7 @@ def run(args: argparse.Namespace) -> int:
             rounds, policy = asyncio.run(run_rounds(nodes, args, failures))
         finally:
             for node in nodes.values():
-                nodes_ok &= check_stop(node)
+                nodes_ok &= stop_checked(node)
     text, ratio = summary(rounds, policy, info["nproc"])
     ok = print_outcome(text, failures, nodes_ok, "request failures")
     report = {

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -69,8 +70,10 @@ class Latency:
 class Progress:
     """Prints a count line every ``PROGRESS_EVERY_S`` seconds while running.
 
-    The ticker is a task on the running event loop. Work done on other threads
-    reports through ``count`` (read at each line) instead of bumping ``done``.
+    The ticker is a daemon thread, so a phase reports the same way whether it runs on
+    the event loop (the HTTP loads) or blocks in plain calls (the PyIceberg workload).
+    Work reports through ``done`` (bumped by the phase) or ``count`` (read at each
+    line, for work counted on other threads).
     """
 
     def __init__(
@@ -82,7 +85,8 @@ class Progress:
         self.errors = 0
         self._count = count
         self._start = time.perf_counter()
-        self._task: asyncio.Task[None] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     @property
     def value(self) -> int:
@@ -90,18 +94,19 @@ class Progress:
 
     def __enter__(self) -> Progress:
         self._start = time.perf_counter()
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
+        self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
         self._print(final=True)
 
-    async def _run(self) -> None:
+    def _run(self) -> None:
         last_done, last_t = 0, self._start
-        while True:
-            await asyncio.sleep(PROGRESS_EVERY_S)
+        while not self._stop.wait(PROGRESS_EVERY_S):
             now = time.perf_counter()
             done = self.value
             rate = (done - last_done) / (now - last_t)

@@ -6,6 +6,8 @@ import json
 import math
 import os
 import platform
+import shlex
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,11 @@ from typing import Any
 import aiohttp
 
 from bench.load import Failures
+
+
+def command_line(module: str) -> str:
+    """How this benchmark was started, as one would type it (``python -m <module> ...``)."""
+    return shlex.join([Path(sys.executable).name, "-m", module, *sys.argv[1:]])
 
 
 def machine() -> dict[str, Any]:
@@ -61,6 +68,11 @@ def pct(value: float) -> str:
 
 def ms(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:.2f}"
+
+
+def ratio(a: float, b: float) -> str:
+    """``a / b`` for a table: "-" when either is missing (NaN) or ``b`` is zero."""
+    return "-" if not b or math.isnan(a) or math.isnan(b) else f"{a / b:.2f}"
 
 
 def finite(value: Any) -> Any:

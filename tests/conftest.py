@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from metastore.procs import BrokerProcess
+from harness.broker import BrokerProcess
 
 
 @pytest.fixture(scope="session")

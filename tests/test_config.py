@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.process import free_port
 from metastore.config import ENV_PREFIX, RANGES, SECRETS, ServerConfig
 from metastore.config_rules import ConfigError
 from metastore.credentials import Credentials
-from metastore.procs import free_port
 
 SECRET = "correct-horse-battery"  # never to appear in a message
 

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 import aiohttp
 import pytest
 
-from metastore.procs import NodeProcess
+from harness.node import NodeProcess
 
 from .support import TIMEOUT, Api, Catalog
 

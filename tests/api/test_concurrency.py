@@ -18,7 +18,7 @@ from typing import Any
 
 import aiohttp
 
-from metastore.procs import NodeProcess
+from harness.node import NodeProcess
 
 from .support import TIMEOUT, Api, Catalog, Reply, assert_serial_chain, assert_status, entity_ref
 

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 import aiohttp
 import pytest
 
-from metastore.procs import NodeProcess
+from harness.node import NodeProcess
 
 from .access_support import ROOT, Admin, login, secured_env, seg, tenant_path
 from .support import TIMEOUT, Api, assert_error, assert_status, unique

@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from metastore.procs import NodeProcess
+from harness.node import NodeProcess
 
 from .support import (
     SEP,

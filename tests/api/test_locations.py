@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from metastore.procs import NodeProcess
+from harness.node import NodeProcess
 
 from .support import Catalog, assert_error, assert_status, entity_ref, unique
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from metastore.procs import NodeProcess
+from harness.node import NodeProcess
 
 from .support import (
     Api,

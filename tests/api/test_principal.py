@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from metastore.procs import NodeProcess
+from harness.node import NodeProcess
 
 from .conftest import CLIENTS
 from .support import TIMEOUT, Api, assert_error, assert_status, unique

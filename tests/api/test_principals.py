@@ -13,7 +13,7 @@ import aiohttp
 import jwt
 import pytest
 
-from metastore.procs import NodeProcess
+from harness.node import NodeProcess
 
 from .support import TIMEOUT, Api, Reply, assert_error, assert_status, unique
 

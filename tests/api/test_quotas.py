@@ -14,7 +14,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from metastore.procs import NodeProcess
+from harness.node import NodeProcess
 
 from .access_support import ROOT, Admin, Caller, login, secured_env, tenant_path
 from .support import TIMEOUT, Api, Reply, assert_error, unique

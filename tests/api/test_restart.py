@@ -16,7 +16,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from metastore.procs import NodeProcess
+from harness.node import NodeProcess
 
 from .support import (
     TIMEOUT,

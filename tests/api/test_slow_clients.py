@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import aiohttp
 import pytest
 
-from metastore.procs import NodeProcess
+from harness.node import NodeProcess
 
 from .support import TIMEOUT, Api, assert_error, assert_status, unique
 

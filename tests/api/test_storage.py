@@ -21,7 +21,7 @@ import aiohttp
 import pytest
 import requests
 
-from metastore.procs import NodeProcess
+from harness.node import NodeProcess
 
 from .support import TIMEOUT, Api, Reply, assert_error, assert_status, unique
 

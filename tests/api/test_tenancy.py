@@ -20,9 +20,9 @@ from typing import Any
 import aiohttp
 import pytest
 
+from harness.node import NodeProcess
 from metastore.keys import Kind, kind_prefix
 from metastore.paging import PageToken, encode_token, fingerprint
-from metastore.procs import NodeProcess
 
 from .access_support import ROOT, Admin, Caller, login, secured_env, tenant_path
 from .support import TIMEOUT, Api, Reply, assert_error, assert_status, unique

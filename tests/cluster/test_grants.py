@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 import requests
 
+from harness.cluster import Cluster
 from metastore.consistency import HEADER
-
-from .nodes import Cluster
 
 pytestmark = pytest.mark.slow
 

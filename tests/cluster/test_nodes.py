@@ -20,17 +20,16 @@ from typing import Any
 import aiohttp
 import pytest
 
+from harness.cluster import Cluster, health, view_state
+from harness.node import NodeProcess
 from metastore.cache import ObjectCache
 from metastore.cluster.replay import replay
 from metastore.cluster.view import ViewStore
 from metastore.codec import default_codec
 from metastore.consistency import HEADER
 from metastore.keys import Kind
-from metastore.procs import NodeProcess
 from metastore.service import Metastore
 from tests.api.support import TIMEOUT, Api, assert_error, assert_serial_chain, assert_status, unique
-
-from .nodes import Cluster, health, view_state
 
 pytestmark = pytest.mark.slow
 

@@ -13,10 +13,9 @@ import jwt
 import pytest
 import requests
 
+from harness.cluster import Cluster
+from harness.node import NodeProcess
 from metastore.consistency import HEADER
-from metastore.procs import NodeProcess
-
-from .nodes import Cluster
 
 pytestmark = pytest.mark.slow
 

@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from harness.cluster import Cluster, health
 from metastore.consistency import HEADER
-
-from .nodes import Cluster, health
 
 pytestmark = pytest.mark.slow
 

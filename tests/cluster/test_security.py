@@ -26,11 +26,10 @@ from urllib.parse import quote
 import pytest
 import requests
 
+from harness.cluster import Cluster, health, view_state
+from harness.node import NodeProcess
 from metastore.cluster.peer_auth import FORWARDED_HEADER, SIGNATURE_HEADER, PeerKey
 from metastore.consistency import HEADER
-from metastore.procs import NodeProcess
-
-from .nodes import Cluster, health, view_state
 
 pytestmark = pytest.mark.slow
 

@@ -23,7 +23,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
-from tests.cluster.nodes import Cluster
+from harness.cluster import Cluster
 
 pytestmark = pytest.mark.slow
 

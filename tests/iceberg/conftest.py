@@ -19,8 +19,8 @@ import pytest
 import requests
 from pyiceberg.catalog.rest import RestCatalog
 
-from metastore.procs import NodeProcess
-from tests.cluster.nodes import Cluster
+from harness.cluster import Cluster
+from harness.node import NodeProcess
 
 TENANT = "default"
 

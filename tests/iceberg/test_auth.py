@@ -18,11 +18,12 @@ import requests
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import TooManyRequestsError
 
+from harness.node import NodeProcess
+from harness.process import free_port
 from metastore.changes import CreateEntity, DeleteEntity
 from metastore.cluster import topics
 from metastore.cluster.config import ClusterConfig
 from metastore.keys import EntityKey, Kind
-from metastore.procs import NodeProcess, free_port
 from metastore.security.hashing import hash_secret
 from metastore.security.signing import LEGACY_KEY, TOKEN_KEYS
 from tests.security.stores import offline_store

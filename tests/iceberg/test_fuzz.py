@@ -23,7 +23,7 @@ import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.view.metadata import SQLViewRepresentation, ViewVersion
 
-from metastore.procs import NodeProcess
+from harness.node import NodeProcess
 
 SPEC = Path(__file__).parent / "spec" / "rest-catalog-open-api.yaml"
 SEED = 20261122

@@ -18,7 +18,8 @@ import pytest
 import requests
 from pyiceberg.catalog.rest import RestCatalog
 
-from metastore.procs import NodeProcess, free_port
+from harness.node import NodeProcess
+from harness.process import free_port
 from metastore.security.records import principal_key
 from metastore.security.signing import KeyRing
 from metastore.security.tokens import ISSUER

@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 from pyiceberg.catalog.rest import RestCatalog
 
-from metastore.procs import NodeProcess
+from harness.node import NodeProcess
 
 from .test_auth import node
 

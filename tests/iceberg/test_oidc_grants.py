@@ -16,7 +16,7 @@ from pyiceberg.exceptions import ForbiddenError
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
 
-from metastore.procs import NodeProcess
+from harness.node import NodeProcess
 
 from .test_auth import node
 from .test_oidc import Provider, provider_env

@@ -20,6 +20,8 @@ from pathlib import Path
 import requests
 from pyiceberg.catalog.rest import RestCatalog
 
+from harness.node import NodeProcess
+from harness.process import free_port
 from metastore.cache import ObjectCache
 from metastore.changes import DeleteEntity
 from metastore.clock import SystemClock
@@ -28,7 +30,6 @@ from metastore.commits import CommitRequest, Committer, EngineLimits
 from metastore.ids import SnowflakeGenerator
 from metastore.lanes import CommitLanes
 from metastore.persistence.rocksdb import RocksDBPersistence
-from metastore.procs import NodeProcess, free_port
 from metastore.service import Metastore
 from metastore.storage import STORAGE_RECORD
 

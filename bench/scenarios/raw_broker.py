@@ -37,7 +37,8 @@ from confluent_kafka import (
 )
 
 from bench.load import Failures, Latency, Progress
-from bench.nodes import cpu_seconds
+from bench.report import ms, pct, table
+from harness.process import cpu_seconds
 from metastore.cluster import topics
 from metastore.cluster.config import ClusterConfig
 from metastore.cluster.records import H_KIND
@@ -348,4 +349,36 @@ def assignment(
         TopicPartition(names[role], p, OFFSET_BEGINNING)
         for role in roles
         for p in range(config.partitions)
+    ]
+
+
+def label(result: RawTxnResult) -> str:
+    return f"x{result.producers}" + (" read-back" if result.read_back else "")
+
+
+def section(results: Sequence[RawTxnResult]) -> list[str]:
+    """The summary's table of the raw transaction rates (none without results)."""
+    if not results:
+        return []
+    rows = [
+        [
+            label(r),
+            str(r.transactions),
+            f"{r.txn_per_s:.0f}",
+            ms(r.latency.p50),
+            ms(r.latency.p99),
+            pct(r.broker_cpu),
+            pct(r.bench_cpu),
+            str(r.errors),
+        ]
+        for r in results
+    ]
+    headers = ["raw transactions", "txns", "txn/s", "p50 ms", "p99 ms", "broker cpu",
+               "bench cpu", "errors"]  # fmt: skip
+    return [
+        "",
+        f"Raw broker rate: begin / produce one {RECORD_BYTES}-byte record / commit, one "
+        "producer per thread and partition, one transaction in flight each; read-back: "
+        "then wait until a consumer polling like the view has read it",
+        table(headers, rows),
     ]

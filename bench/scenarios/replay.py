@@ -1,7 +1,7 @@
 """Phase 4 of the cluster benchmark: replay a log next to a raw consumer of it.
 
 The replay is the function behind ``metastore replay`` (fresh directory, its own
-progress bar turned into progress lines); the raw consumer (``bench/broker.py``)
+progress bar turned into progress lines); the raw consumer (``bench/scenarios/raw_broker.py``)
 reads the same topics with the same batch and poll slice. Both rates exclude the
 idle window that proves the end was reached: the replay's by subtracting it, the
 raw consumer's by stopping its clock at the last record.
@@ -15,12 +15,14 @@ import io
 import math
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.broker import RawConsumeResult, raw_consume
 from bench.load import PROGRESS_EVERY_S, Failures
+from bench.report import ratio, table
+from bench.scenarios.raw_broker import RawConsumeResult, raw_consume
 from metastore.cluster.config import ClusterConfig
 from metastore.cluster.replay import ReplaySummary, replay
 
@@ -101,3 +103,29 @@ async def replay_log(
         raw=raw,
         ratio=rate / raw.records_per_s if raw.records_per_s else math.nan,
     )
+
+
+def section(results: Sequence[ReplayResult]) -> list[str]:
+    """The summary's table of the replays (none without results)."""
+    if not results:
+        return []
+    rows = [
+        [
+            r.log,
+            str(r.records),
+            f"{r.raw.records_per_s:.0f}",
+            f"{r.records_per_s:.0f}",
+            ratio(r.records_per_s, r.raw.records_per_s),
+            str(r.dropped),
+            r.digest[:16],
+        ]
+        for r in results
+    ]
+    headers = ["log", "records", "raw consume rec/s", "replay rec/s", "replay / raw",
+               "dropped", "digest"]  # fmt: skip
+    return [
+        "",
+        "Replay into a fresh directory vs a raw read_committed consumer of the same topics "
+        "(idle window excluded from both)",
+        table(headers, rows),
+    ]

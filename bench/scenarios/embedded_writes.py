@@ -1,0 +1,203 @@
+"""Write throughput of one embedded node: every commit creates one table.
+
+``concurrency`` clients in a closed loop, first all in ONE catalog (the hot catalog:
+group commit shares its durable writes), then round-robin over ``catalogs`` catalogs.
+The node's counters before and after give the server's commits, its durable writes
+(batches) and its CAS retries; node and client CPU come from /proc.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.load import Client, Failures, Latency, Progress, closed_loop, new_session
+from bench.report import ms, pct, table
+from harness.node import NodeProcess, stop_checked
+from harness.process import cpu_seconds
+
+HOT_CATALOG = "default"  # created by the node at bootstrap
+NAMESPACE = "bench"
+
+
+@dataclass
+class ThroughputResult:
+    scenario: str
+    fsync: bool
+    catalogs: int
+    concurrency: int
+    seconds: float
+    commits: int
+    commits_per_s: float
+    latency: Latency
+    server_commits: int
+    server_batches: int
+    commits_per_write: float | None
+    cas_retries: int
+    node_cpu: float  # CPU seconds per wall second (1.0 = one core busy)
+    client_cpu: float
+    errors: int
+
+
+async def create_catalogs(client: Client, names: Sequence[str]) -> None:
+    """Create the catalogs (except the bootstrap one) and a namespace in each."""
+    gate = asyncio.Semaphore(8)
+
+    async def one(name: str) -> None:
+        async with gate:
+            if name != HOT_CATALOG:
+                await client.request(
+                    "POST", f"{client.api}/catalogs", body={"name": name}, expect=201
+                )
+            await client.request(
+                "POST",
+                client.catalog(name) + "/namespaces",
+                body={"namespace": [NAMESPACE]},
+                expect=201,
+            )
+
+    await asyncio.gather(*(one(n) for n in names))
+
+
+async def create_tables(
+    client: Client,
+    catalogs: Sequence[str],
+    concurrency: int,
+    seconds: float,
+    next_index: list[int],
+    progress: Progress | None,
+) -> tuple[list[float], float]:
+    """``concurrency`` workers create uniquely named tables until ``seconds`` pass,
+    round-robin over ``catalogs``.
+
+    Returns the latencies of the successful creates and the wall time until the
+    last in-flight request finished.
+    """
+    round_robin = itertools.count()
+    urls = [client.catalog(c) + f"/namespaces/{NAMESPACE}/tables" for c in catalogs]
+
+    async def send(w: int, i: int) -> float | None:
+        url = urls[next(round_robin) % len(urls)]
+        reply = await client.call("POST", url, body={"name": f"t{w}_{i}"}, expect=201)
+        return reply.seconds if reply.ok else None
+
+    return await closed_loop(send, concurrency, seconds, next_index, progress)
+
+
+async def run_writes(
+    url: str, pid: int, fsync: bool, args: argparse.Namespace, failures: Failures
+) -> list[ThroughputResult]:
+    mode = "fsync" if fsync else "no-fsync"
+    results: list[ThroughputResult] = []
+    async with new_session(args.concurrency) as session:
+        client = Client(session, url, failures)
+        many = [f"c{i:03d}" for i in range(args.catalogs)]
+        print(f"  setup: namespace in {HOT_CATALOG!r}, {args.catalogs} catalogs", flush=True)
+        await create_catalogs(client, [HOT_CATALOG, *many])
+        scenarios = [
+            ("hot catalog", [HOT_CATALOG]),
+            (f"{args.catalogs} catalogs", many),
+        ]
+        for name, catalogs in scenarios:
+            next_index = [0] * args.concurrency
+            errors_before = failures.count
+            # Warm-up (not measured): connections, caches, first index spills.
+            await create_tables(
+                client, catalogs, args.concurrency, args.warmup, next_index, progress=None
+            )
+            before = await client.metrics()
+            cpu_before = cpu_seconds(pid), cpu_seconds()
+            with Progress(f"{name} / {mode}") as progress:
+                latencies, elapsed = await create_tables(
+                    client, catalogs, args.concurrency, args.seconds, next_index, progress
+                )
+            cpu_node, cpu_client = (
+                (cpu_seconds(pid) - cpu_before[0]) / elapsed,
+                (cpu_seconds() - cpu_before[1]) / elapsed,
+            )
+            after = await client.metrics()
+            commits = after["metastore_commits_total"] - before["metastore_commits_total"]
+            batches = (
+                after["metastore_commit_batches_total"] - before["metastore_commit_batches_total"]
+            )
+            if int(commits) != len(latencies):
+                failures.add(
+                    f"{name}: server counted {commits:.0f} commits, client {len(latencies)}"
+                )
+            results.append(
+                ThroughputResult(
+                    scenario=name,
+                    fsync=fsync,
+                    catalogs=len(catalogs),
+                    concurrency=args.concurrency,
+                    seconds=round(elapsed, 3),
+                    commits=len(latencies),
+                    commits_per_s=len(latencies) / elapsed,
+                    latency=Latency.of(latencies),
+                    server_commits=int(commits),
+                    server_batches=int(batches),
+                    commits_per_write=commits / batches if batches else None,
+                    cas_retries=int(
+                        after["metastore_cas_retries_total"] - before["metastore_cas_retries_total"]
+                    ),
+                    node_cpu=cpu_node,
+                    client_cpu=cpu_client,
+                    errors=failures.count - errors_before,
+                )
+            )
+    return results
+
+
+def measure(
+    tmp: Path, fsync: bool, args: argparse.Namespace, failures: Failures
+) -> tuple[list[ThroughputResult], bool]:
+    """Both loads on a fresh node started with ``--fsync`` or ``--no-fsync``; the results
+    and whether the node then stopped cleanly."""
+    flag = "--fsync" if fsync else "--no-fsync"
+    data_dir = tmp / f"node-{flag.lstrip('-')}" / "data"
+    data_dir.parent.mkdir(parents=True)
+    print(f"== throughput, node started with {flag} ==", flush=True)
+    node = NodeProcess(data_dir, extra_args=(flag,)).start()
+    results: list[ThroughputResult] = []
+    try:
+        results = asyncio.run(run_writes(node.url, node.pid, fsync, args, failures))
+    finally:
+        stopped = stop_checked(node)
+    return results, stopped
+
+
+def section(results: Sequence[ThroughputResult]) -> list[str]:
+    """The summary's lines for these results (none without results)."""
+    if not results:
+        return []
+    rows = [
+        [
+            r.scenario,
+            "on" if r.fsync else "off",
+            str(r.concurrency),
+            str(r.commits),
+            f"{r.commits_per_s:.0f}",
+            ms(r.latency.p50),
+            ms(r.latency.p99),
+            ms(r.latency.p999),
+            "-" if r.commits_per_write is None else f"{r.commits_per_write:.1f}",
+            pct(r.node_cpu),
+            pct(r.client_cpu),
+            str(r.errors),
+        ]
+        for r in results
+    ]
+    headers = [
+        "scenario", "fsync", "conc", "commits", "commits/s",
+        "p50 ms", "p99 ms", "p99.9 ms", "commits/write", "node cpu", "bench cpu", "errors",
+    ]  # fmt: skip
+    return [
+        "",
+        "Write throughput (each commit creates one table; commits/write = server's "
+        "commits / durable writes; cpu 100% = one core)",
+        table(headers, rows),
+    ]

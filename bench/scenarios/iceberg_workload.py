@@ -1,0 +1,174 @@
+"""One PyIceberg workload, single client and sequential, against any ``Catalog``.
+
+Measured:
+
+1. create_table/s (``tables`` tables);
+2. the catalog commit step: ``catalog.commit_table`` of one set-properties update;
+3. load_table/s of a table with a few snapshots;
+4. list_tables latency for a namespace of ``LIST_TABLES`` tables;
+5. commit latency when the table has 1, 100 and 1,000 snapshots: one metadata-only
+   append (add-snapshot + set main) guarded by ``assert-ref-snapshot-id``; the
+   history is built with the same commits, ``HISTORY_BATCH`` snapshots per commit.
+
+Results are one flat dict per backend (the keys of ``ROWS``), as the JSON file keeps them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.schema import Schema
+from pyiceberg.table import Table
+from pyiceberg.table.refs import SnapshotRefType
+from pyiceberg.table.snapshots import Operation, Snapshot, Summary
+from pyiceberg.table.update import (
+    AddSnapshotUpdate,
+    AssertRefSnapshotId,
+    SetPropertiesUpdate,
+    SetSnapshotRefUpdate,
+)
+from pyiceberg.types import LongType, NestedField, StringType
+
+from bench.load import Latency, Progress
+from bench.report import ms, table
+
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "name", StringType(), required=False),
+)
+LIST_TABLES = 200
+HISTORY_POINTS = (1, 100, 1000)
+HISTORY_BATCH = 100
+
+# (label, result key, format) of each summary row
+ROWS = [
+    ("create_table/s", "create_table_per_s", "{:.0f}"),
+    ("commit step p50 ms", "commit_step_p50_ms", "{:.2f}"),
+    ("commit step p99 ms", "commit_step_p99_ms", "{:.2f}"),
+    ("load_table/s", "load_table_per_s", "{:.0f}"),
+    ("list_tables (200) p50 ms", "list_200_tables_p50_ms", "{:.2f}"),
+    *[
+        (f"commit at {n} snapshots p50 ms", f"commit_at_{n}_snapshots_p50_ms", "{:.2f}")
+        for n in HISTORY_POINTS
+    ],
+]
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def repeat(label: str, times: int, fn: Callable[[int], Any]) -> list[float]:
+    """Seconds of each of ``times`` calls ``fn(i)``, with progress lines."""
+    seconds: list[float] = []
+    with Progress(label, total=times) as progress:
+        for i in range(times):
+            seconds.append(timed(partial(fn, i)))
+            progress.done += 1
+    return seconds
+
+
+def add_snapshots(catalog: Catalog, table: Table, count: int) -> Table:
+    """``count`` metadata-only appends in one commit (snapshots over fake manifest lists)."""
+    metadata = table.metadata
+    parent = metadata.current_snapshot_id
+    sequence = int(getattr(metadata, "last_sequence_number", 0))  # format v1 has none
+    updates: list[Any] = []
+    now = int(time.time() * 1000)
+    for _ in range(count):
+        sequence += 1
+        snapshot_id = metadata.new_snapshot_id()
+        snapshot = Snapshot.model_validate(
+            {
+                "snapshot-id": snapshot_id,
+                "parent-snapshot-id": parent,
+                "sequence-number": sequence,
+                "timestamp-ms": now,
+                "manifest-list": f"{table.location()}/metadata/snap-{snapshot_id}.avro",
+                "summary": Summary(Operation.APPEND),
+                "schema-id": metadata.current_schema_id,
+            }
+        )
+        updates.append(AddSnapshotUpdate(snapshot=snapshot))
+        parent = snapshot_id
+    assert parent is not None
+    updates.append(
+        SetSnapshotRefUpdate.model_validate(
+            {"ref-name": "main", "type": SnapshotRefType.BRANCH, "snapshot-id": parent}
+        )
+    )
+    requirement = AssertRefSnapshotId.model_validate(
+        {"ref": "main", "snapshot-id": metadata.current_snapshot_id}
+    )
+    catalog.commit_table(table, (requirement,), tuple(updates))
+    return catalog.load_table(table.name())
+
+
+def workload(catalog: Catalog, args: argparse.Namespace) -> dict[str, float]:
+    out: dict[str, float] = {}
+    catalog.create_namespace(("bench",))
+    catalog.create_namespace(("listing",))
+
+    times = repeat(
+        "create_table", args.tables, lambda i: catalog.create_table(("bench", f"t{i}"), SCHEMA)
+    )
+    out["create_table_per_s"] = len(times) / sum(times)
+
+    table = catalog.load_table(("bench", "t0"))
+
+    def set_property(i: int) -> None:
+        catalog.commit_table(table, (), (SetPropertiesUpdate(updates={"round": str(i)}),))
+
+    latency = Latency.of(repeat("commit step", args.commits, set_property))
+    out["commit_step_p50_ms"] = latency.p50
+    out["commit_step_p99_ms"] = latency.p99
+
+    add_snapshots(catalog, catalog.load_table(("bench", "t1")), 5)
+    times = repeat("load_table", args.loads, lambda _: catalog.load_table(("bench", "t1")))
+    out["load_table_per_s"] = len(times) / sum(times)
+
+    repeat(
+        "tables for listing",
+        LIST_TABLES,
+        lambda i: catalog.create_table(("listing", f"l{i:03d}"), SCHEMA),
+    )
+    times = [timed(lambda: catalog.list_tables(("listing",))) for _ in range(args.lists)]
+    assert len(catalog.list_tables(("listing",))) == LIST_TABLES
+    out["list_200_tables_p50_ms"] = Latency.of(times).p50
+
+    table = catalog.load_table(("bench", "t2"))
+    have = 0
+    for point in HISTORY_POINTS:
+        if point > args.max_snapshots:
+            continue
+        while have < point:
+            step = min(HISTORY_BATCH, point - have)
+            table = add_snapshots(catalog, table, step)
+            have += step
+        times = []
+        for _ in range(args.history_commits):
+            start = time.perf_counter()
+            table = add_snapshots(catalog, table, 1)
+            times.append(time.perf_counter() - start)
+            have += 1
+        p50 = Latency.of(times).p50
+        out[f"commit_at_{point}_snapshots_p50_ms"] = p50
+        print(f"    commit at ~{point} snapshots: p50 {ms(p50)} ms", flush=True)
+    return out
+
+
+def section(results: Mapping[str, Mapping[str, float]]) -> list[str]:
+    """The summary's table: one row per measure, one column per backend."""
+    names = list(results)
+    rows = [
+        [label, *(fmt.format(results[n][key]) if key in results[n] else "-" for n in names)]
+        for label, key, fmt in ROWS
+    ]
+    return [table(["measure", *names], rows)]
