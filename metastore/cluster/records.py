@@ -26,6 +26,8 @@ UPDATEABLE_KEY = b"u"
 REF_KEY = b"r"
 BARRIER_KEY = b"!barrier"  # one per partition in each topic; compaction keeps the latest
 
+Role = Literal["refs", "objects"]  # which of the two topics
+ROLES: tuple[Role, Role] = ("refs", "objects")
 RecordKind = Literal["object", "updateable", "ref", "barrier"]
 H_KIND = "k"
 H_VERSION = "v"
@@ -70,7 +72,7 @@ class Barrier:
 class Produced:
     """One record to produce: topic role ("refs" or "objects"), key, value, headers."""
 
-    topic: Literal["refs", "objects"]
+    topic: Role
     key: bytes
     value: bytes | None  # None: a tombstone (compaction removes the key)
     headers: list[tuple[str, bytes]]
@@ -101,7 +103,7 @@ class RecordCodec:
 
     def _produce(
         self,
-        topic: Literal["refs", "objects"],
+        topic: Role,
         kind: RecordKind,
         schema: str,
         key: bytes,
@@ -151,7 +153,7 @@ class RecordCodec:
         }
         return self._produce("refs", "ref", "changelog_ref", key, value, record.epoch)
 
-    def barrier(self, barrier: Barrier, topic: Literal["refs", "objects"]) -> Produced:
+    def barrier(self, barrier: Barrier, topic: Role) -> Produced:
         value = {
             "node": barrier.node,
             "url": barrier.url,

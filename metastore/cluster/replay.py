@@ -43,11 +43,12 @@ from rocksdict import AccessType, Options, Rdict
 from tqdm import tqdm
 
 from metastore.cluster.config import ClusterConfig, properties_from_env
+from metastore.cluster.records import ROLES, Role
 from metastore.cluster.view.consumer import ViewFeed, open_consumer
 from metastore.cluster.view.digest import digest
-from metastore.cluster.view.model import ROLES, VIEW_MARKER, Role
 from metastore.cluster.view.store import ViewStore
 from metastore.errors import MetastoreError
+from metastore.persistence.layout import VIEW_MARKER
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # the documented path, no __all__
@@ -33,13 +33,12 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # the documen
 )
 
 from metastore.cluster.config import ClusterConfig
+from metastore.cluster.records import ROLES, Role
 from metastore.commits import DEFAULT_MAX_OBJECT_BYTES
 from metastore.errors import MetastoreError
 from metastore.resources import topics_dir
 
 T = TypeVar("T")
-Role = Literal["refs", "objects"]
-ROLES: tuple[Role, ...] = ("refs", "objects")
 SPEC_FILE = "metastore.json"
 
 DEFAULT_TIMEOUT_S = 10.0

@@ -1,11 +1,10 @@
-"""RocksDB backend (rocksdict, raw mode): one database, one-byte key prefixes.
+"""RocksDB backend (rocksdict, raw mode): one database, the keys of ``layout``.
 
-Layout::
-
-    b"o" + ObjKey.encode()  -> created_at_us (8 bytes, big-endian) + data
-    b"r" + RefKey.encode()  -> encode_ref bytes
-    b"u" + ObjKey.encode()  -> token length (1 byte) + token (utf-8) + data
-    b"m" + b"format"        -> FORMAT
+Three pieces, each with one job: ``RocksDB`` is the open database (point reads,
+paged range reads, one atomic batch of raw keys); ``RocksDBReader`` is the read
+side of the ``Persistence`` contract over such a database (a cluster node's view
+reads through it too); ``RocksDBPersistence`` adds the writes of an embedded
+store.
 
 ``write`` validates under a process lock and applies objects and the ref change
 in one WriteBatch, so a commit is all or nothing even across a crash. The WAL
@@ -18,11 +17,12 @@ live rocksdict iterator keeps the database open and would make ``close`` lie.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
-from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import Checkpoint, Options, Rdict, WriteBatch, WriteOptions
 
 from metastore.codec import Codec, default_codec
 from metastore.errors import MetastoreError
@@ -35,13 +35,22 @@ from metastore.persistence.base import (
     decode_ref,
     encode_ref,
 )
+from metastore.persistence.layout import (
+    FORMAT,
+    FORMAT_KEY,
+    OBJ,
+    REF,
+    decode_object,
+    decode_updateable,
+    encode_object,
+    encode_updateable,
+    object_key,
+    ref_key,
+    updateable_key,
+    updateable_token,
+)
 from metastore.persistence.rules import check_ref_update, check_updateable_key, new_objects
 
-OBJ = b"o"
-REF = b"r"
-UPD = b"u"
-FORMAT_KEY = b"m" + b"format"
-FORMAT = b"1"
 PAGE = 256  # entries per scan page (one short-lived iterator each)
 
 
@@ -49,114 +58,54 @@ class StoreFormatError(MetastoreError):
     """The database was written in a layout this release cannot read."""
 
 
-class RocksDBPersistence:
-    """``Persistence`` over one local RocksDB; one instance per path per process."""
+class RocksDB:
+    """One open RocksDB in raw mode: keys and bytes, no objects or refs.
 
-    def __init__(self, path: str | Path, *, sync: bool = True, codec: Codec | None = None) -> None:
-        self._codec = codec if codec is not None else default_codec()
-        self._path = str(path)
-        self._lock = threading.Lock()
+    Opening checks (or, on an empty database, writes) the format marker, so a
+    database of another layout is refused before anything reads it.
+    """
+
+    def __init__(self, path: str | Path, *, sync: bool) -> None:
+        self.path = str(path)
         self._write_opt = WriteOptions()
         self._write_opt.sync = sync
         options = Options(raw_mode=True)
         options.create_if_missing(True)
-        db = Rdict(self._path, options)
-        try:
-            _check_format(db, self._write_opt)
-        except BaseException:
-            db.close()  # release the LOCK file: a refused open must not block a fixed one
-            raise
+        db = Rdict(self.path, options)
         self._db: Rdict | None = db
+        try:
+            self._check_format()
+        except BaseException:
+            self.close()  # release the LOCK file: a refused open must not block a fixed one
+            raise
 
-    def get_objects(self, keys: Sequence[ObjKey]) -> list[StoredObject | None]:
-        raws = _multi_get(self._live(), [OBJ + key.encode() for key in keys])
-        return [
-            None if raw is None else _decode_obj(key, raw)
-            for key, raw in zip(keys, raws, strict=True)
-        ]
+    def get(self, key: bytes) -> bytes | None:
+        found: bytes | None = self._live().get(key)
+        return found
 
-    def write(self, objects: Sequence[StoredObject], ref_update: RefUpdate | None = None) -> None:
-        batch = WriteBatch(raw_mode=True)
-        with self._lock:
-            db = self._live()
-            # Validate everything first, the ref before the objects (a stale writer
-            # must see "conflict, retry", not a bug); then apply one batch.
-            if ref_update is not None:
-                raw_ref = REF + ref_update.key.encode()
-                current = db.get(raw_ref)
-                head = None if current is None else self._decode_ref(raw_ref, current).head
-                check_ref_update(ref_update, head)
-                if ref_update.new is None:
-                    batch.delete(raw_ref)
-                else:
-                    batch.put(raw_ref, encode_ref(self._codec, ref_update.new))
-            raw_keys = [obj.key.encode() for obj in objects]
-            stored = dict(zip(raw_keys, _multi_get(db, [OBJ + k for k in raw_keys]), strict=True))
+    def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        if not keys:
+            return []
+        found = self._live().get(cast(Any, list(keys)))  # the stub's list parameter is invariant
+        return cast("list[bytes | None]", found)
 
-            def lookup(raw_key: bytes) -> StoredObject | None:
-                raw = stored.get(raw_key)
-                return None if raw is None else _decode_obj(ObjKey.decode(raw_key), raw)
+    def page(self, start: bytes, prefix: bytes, limit: int = PAGE) -> list[tuple[bytes, bytes]]:
+        """Up to ``limit`` pairs from ``start`` on whose key starts with ``prefix``."""
+        it: Any = self._live().iter()
+        try:
+            it.seek(start)
+            page: list[tuple[bytes, bytes]] = []
+            while len(page) < limit and it.valid():
+                key: bytes = it.key()
+                if not key.startswith(prefix):
+                    break
+                page.append((key, it.value()))
+                it.next()
+            return page
+        finally:
+            del it
 
-            for raw_key, obj in new_objects(objects, lookup).items():
-                batch.put(OBJ + raw_key, _encode_obj(obj))
-            if not batch.is_empty():
-                db.write(batch, self._write_opt)
-
-    def get_ref(self, key: RefKey) -> Ref | None:
-        raw_key = REF + key.encode()
-        raw = self._live().get(raw_key)
-        return None if raw is None else self._decode_ref(raw_key, raw)
-
-    def scan_refs(self, tenant: str | None = None) -> Iterator[Ref]:
-        prefix = REF + (b"" if tenant is None else tenant_prefix(tenant))
-        for raw_key, raw in self._scan(prefix):
-            yield self._decode_ref(raw_key, raw)
-
-    def scan_objects(self, tenant: str, catalog: str) -> Iterator[StoredObject]:
-        for raw_key, raw in self._scan(OBJ + catalog_prefix(tenant, catalog)):
-            yield _decode_obj(ObjKey.decode(raw_key[1:]), raw)
-
-    def get_updateable(self, key: ObjKey) -> UpdateableObject | None:
-        raw = self._live().get(UPD + key.encode())
-        return None if raw is None else _decode_updateable(key, raw)
-
-    def cas_updateable(
-        self, key: ObjKey, expected_token: str | None, new: UpdateableObject | None
-    ) -> bool:
-        check_updateable_key(key, new)
-        raw_key = UPD + key.encode()
-        value = None if new is None else _encode_updateable(new)
-        with self._lock:
-            db = self._live()
-            current = db.get(raw_key)
-            current_token = None if current is None else _decode_updateable(key, current).token
-            if current_token != expected_token:
-                return False
-            batch = WriteBatch(raw_mode=True)
-            if value is None:
-                batch.delete(raw_key)
-            else:
-                batch.put(raw_key, value)
-            db.write(batch, self._write_opt)
-            return True
-
-    def close(self) -> None:
-        """Flush and release the database; a later instance on the same path reopens it."""
-        with self._lock:
-            db, self._db = self._db, None
-            if db is not None:
-                db.close()
-
-    def _live(self) -> Rdict:
-        db = self._db
-        if db is None:
-            raise RuntimeError(f"RocksDBPersistence({self._path!r}) is closed")
-        return db
-
-    def _decode_ref(self, raw_key: bytes, raw: bytes) -> Ref:
-        return decode_ref(self._codec, RefKey.decode(raw_key[1:]), raw)
-
-    def _scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+    def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Key/value pairs under ``prefix`` in key order, read a page at a time.
 
         Each page uses a fresh iterator that is gone before the page is yielded,
@@ -164,67 +113,167 @@ class RocksDBPersistence:
         """
         start = prefix
         while True:
-            page = _read_page(self._live(), start, prefix)
+            page = self.page(start, prefix)
             yield from page
             if len(page) < PAGE:
                 return
             start = page[-1][0] + b"\x00"  # the smallest key after the last one read
 
-
-def _multi_get(db: Rdict, keys: list[bytes]) -> list[bytes | None]:
-    if not keys:
-        return []
-    found = db.get(cast(Any, keys))  # the stub's list parameter is invariant
-    return cast("list[bytes | None]", found)
-
-
-def _read_page(
-    db: Rdict, start: bytes, prefix: bytes, limit: int = PAGE
-) -> list[tuple[bytes, bytes]]:
-    it: Any = db.iter()
-    try:
-        it.seek(start)
-        page: list[tuple[bytes, bytes]] = []
-        while len(page) < limit and it.valid():
-            key: bytes = it.key()
-            if not key.startswith(prefix):
-                break
-            page.append((key, it.value()))
-            it.next()
-        return page
-    finally:
-        del it
-
-
-def _check_format(db: Rdict, write_opt: WriteOptions) -> None:
-    found = db.get(FORMAT_KEY)
-    if found is None:
-        if _read_page(db, b"", b"", limit=1):
-            raise StoreFormatError("database has data but no format marker: not a metastore store")
+    def write(self, writes: Mapping[bytes, bytes | None]) -> None:
+        """Put (or, for None, delete) every key in one WriteBatch: all or nothing."""
+        if not writes:
+            return
         batch = WriteBatch(raw_mode=True)
-        batch.put(FORMAT_KEY, FORMAT)
-        db.write(batch, write_opt)
-    elif found != FORMAT:
-        raise StoreFormatError(
-            f"database format {found!r} is not {FORMAT!r}: written by another release"
-        )
+        for key, value in writes.items():
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
+        self._live().write(batch, self._write_opt)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Snapshot]:
+        """A consistent point-in-time reader, released when the block ends."""
+        snapshot = Snapshot(self._live().snapshot())
+        try:
+            yield snapshot
+        finally:
+            snapshot.release()
+
+    def checkpoint(self, path: str | Path) -> None:
+        """A consistent copy of the whole database in the new directory ``path``, taken
+        while writes go on (hard links to the immutable SST files plus the flushed
+        memtable, so it is cheap). Jobs read it opened read-only, never this database."""
+        Checkpoint(self._live()).create_checkpoint(str(path))
+
+    def close(self) -> None:
+        """Flush and release the database; a later handle on the same path reopens it."""
+        db, self._db = self._db, None
+        if db is not None:
+            db.close()
+
+    def _live(self) -> Rdict:
+        db = self._db
+        if db is None:
+            raise RuntimeError(f"RocksDB({self.path!r}) is closed")
+        return db
+
+    def _check_format(self) -> None:
+        found = self.get(FORMAT_KEY)
+        if found is None:
+            if self.page(b"", b"", limit=1):
+                raise StoreFormatError(
+                    "database has data but no format marker: not a metastore store"
+                )
+            self.write({FORMAT_KEY: FORMAT})
+        elif found != FORMAT:
+            raise StoreFormatError(
+                f"database format {found!r} is not {FORMAT!r}: written by another release"
+            )
 
 
-def _encode_obj(obj: StoredObject) -> bytes:
-    return obj.created_at_us.to_bytes(8, "big") + obj.data
+class Snapshot:
+    """One RocksDB snapshot: every read sees the database as it was when taken."""
+
+    def __init__(self, snapshot: Any) -> None:
+        self._snapshot: Any = snapshot
+
+    def items(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Every pair under ``prefix``, in key order."""
+        it: Any = self._snapshot.iter()
+        try:
+            it.seek(prefix)
+            while it.valid():
+                key: bytes = it.key()
+                if not key.startswith(prefix):
+                    return
+                value: bytes = it.value()
+                yield key, value
+                it.next()
+        finally:
+            del it
+
+    def release(self) -> None:
+        self._snapshot = None
 
 
-def _decode_obj(key: ObjKey, raw: bytes) -> StoredObject:
-    return StoredObject(key, raw[8:], int.from_bytes(raw[:8], "big"))
+class RocksDBReader:
+    """The read side of ``Persistence`` over an open ``RocksDB`` (thread-safe)."""
+
+    def __init__(self, db: RocksDB, codec: Codec) -> None:
+        self.db = db
+        self.codec = codec
+
+    def get_objects(self, keys: Sequence[ObjKey]) -> list[StoredObject | None]:
+        raws = self.db.get_many([object_key(key) for key in keys])
+        return [
+            None if raw is None else decode_object(key, raw)
+            for key, raw in zip(keys, raws, strict=True)
+        ]
+
+    def get_ref(self, key: RefKey) -> Ref | None:
+        raw = self.db.get(ref_key(key))
+        return None if raw is None else decode_ref(self.codec, key, raw)
+
+    def scan_refs(self, tenant: str | None = None) -> Iterator[Ref]:
+        prefix = REF + (b"" if tenant is None else tenant_prefix(tenant))
+        for raw_key, raw in self.db.scan(prefix):
+            yield decode_ref(self.codec, RefKey.decode(raw_key[len(REF) :]), raw)
+
+    def scan_objects(self, tenant: str, catalog: str) -> Iterator[StoredObject]:
+        for raw_key, raw in self.db.scan(OBJ + catalog_prefix(tenant, catalog)):
+            yield decode_object(ObjKey.decode(raw_key[len(OBJ) :]), raw)
+
+    def get_updateable(self, key: ObjKey) -> UpdateableObject | None:
+        raw = self.db.get(updateable_key(key))
+        return None if raw is None else decode_updateable(key, raw)
 
 
-def _encode_updateable(obj: UpdateableObject) -> bytes:
-    token = obj.token.encode()
-    if len(token) > 255:
-        raise ValueError(f"updateable {obj.key}: token longer than 255 bytes")
-    return bytes((len(token),)) + token + obj.data
+class RocksDBPersistence(RocksDBReader):
+    """``Persistence`` over one local RocksDB; one instance per path per process."""
 
+    def __init__(self, path: str | Path, *, sync: bool = True, codec: Codec | None = None) -> None:
+        super().__init__(RocksDB(path, sync=sync), codec if codec is not None else default_codec())
+        self._lock = threading.Lock()
 
-def _decode_updateable(key: ObjKey, raw: bytes) -> UpdateableObject:
-    end = 1 + raw[0]
-    return UpdateableObject(key, raw[end:], raw[1:end].decode())
+    def write(self, objects: Sequence[StoredObject], ref_update: RefUpdate | None = None) -> None:
+        writes: dict[bytes, bytes | None] = {}
+        with self._lock:
+            # Validate everything first, the ref before the objects (a stale writer
+            # must see "conflict, retry", not a bug); then apply one batch.
+            if ref_update is not None:
+                current = self.get_ref(ref_update.key)
+                check_ref_update(ref_update, None if current is None else current.head)
+                new = ref_update.new
+                writes[ref_key(ref_update.key)] = (
+                    None if new is None else encode_ref(self.codec, new)
+                )
+            raw_keys = [obj.key.encode() for obj in objects]
+            raws = self.db.get_many([OBJ + k for k in raw_keys])
+            stored = dict(zip(raw_keys, raws, strict=True))
+
+            def lookup(raw_key: bytes) -> StoredObject | None:
+                raw = stored.get(raw_key)
+                return None if raw is None else decode_object(ObjKey.decode(raw_key), raw)
+
+            for raw_key, obj in new_objects(objects, lookup).items():
+                writes[OBJ + raw_key] = encode_object(obj)
+            self.db.write(writes)
+
+    def cas_updateable(
+        self, key: ObjKey, expected_token: str | None, new: UpdateableObject | None
+    ) -> bool:
+        check_updateable_key(key, new)
+        raw_key = updateable_key(key)
+        value = None if new is None else encode_updateable(new)
+        with self._lock:
+            current = self.db.get(raw_key)
+            if (None if current is None else updateable_token(current)) != expected_token:
+                return False
+            self.db.write({raw_key: value})
+            return True
+
+    def close(self) -> None:
+        """Flush and release the database; a later instance on the same path reopens it."""
+        with self._lock:
+            self.db.close()

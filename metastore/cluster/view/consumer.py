@@ -20,8 +20,8 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from metastore.cluster.config import ClusterConfig
-from metastore.cluster.records import Barrier
-from metastore.cluster.view.model import ROLES, ApplyResult, Role, ViewError
+from metastore.cluster.records import ROLES, Barrier, Role
+from metastore.cluster.view.model import ApplyResult, ViewError
 from metastore.cluster.view.store import ViewStore
 
 log = logging.getLogger(__name__)

@@ -3,34 +3,36 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from typing import Protocol
 
-from metastore.cluster.view.store import ViewStore
-from metastore.persistence.rocksdb import OBJ, REF, UPD
+from metastore.persistence.layout import DATA_PREFIXES
+from metastore.persistence.rocksdb import Snapshot
 
 
-def digest(store: ViewStore) -> str:
+class Snapshots(Protocol):
+    """Anything that hands out consistent readers of a view's database (``ViewStore``)."""
+
+    def snapshot(self) -> AbstractContextManager[Snapshot]: ...
+
+
+def digest(store: Snapshots) -> str:
+    """The ``fingerprint`` of a view, read from one RocksDB snapshot."""
+    with store.snapshot() as snapshot:
+        return fingerprint(snapshot.items)
+
+
+def fingerprint(items: Callable[[bytes], Iterable[tuple[bytes, bytes]]]) -> str:
     """SHA-256 over every object, ref and updateable (keys and stored values, in key
-    order), read from one RocksDB snapshot. Offsets, barriers and counters are not
-    part of it: two nodes that read the same log at different speeds agree."""
+    order); ``items(prefix)`` yields the pairs under a prefix in key order. Offsets,
+    barriers and counters are not part of it: two nodes that read the same log at
+    different speeds agree, and a job that applies the log into a dict can compare
+    its result with a node's view."""
     sha = hashlib.sha256()
-    snapshot: Any = store._live().snapshot()
-    try:
-        for prefix in (OBJ, REF, UPD):
-            sha.update(b"section" + prefix)
-            it: Any = snapshot.iter()
-            try:
-                it.seek(prefix)
-                while it.valid():
-                    key: bytes = it.key()
-                    if not key.startswith(prefix):
-                        break
-                    value: bytes = it.value()
-                    sha.update(len(key).to_bytes(4, "big") + key)
-                    sha.update(len(value).to_bytes(4, "big") + value)
-                    it.next()
-            finally:
-                del it
-    finally:
-        del snapshot
+    for prefix in DATA_PREFIXES:
+        sha.update(b"section" + prefix)
+        for key, value in items(prefix):
+            sha.update(len(key).to_bytes(4, "big") + key)
+            sha.update(len(value).to_bytes(4, "big") + value)
     return sha.hexdigest()

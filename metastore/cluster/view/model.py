@@ -1,26 +1,11 @@
-"""The view's vocabulary: topic roles, its own key prefixes, results and errors."""
+"""The view's vocabulary: what it reads of a consumed record, its results and errors."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
-from metastore.cluster.records import Barrier, RefRecord
-from metastore.codec import CorruptRecord
 from metastore.errors import MetastoreError
-
-Role = Literal["refs", "objects"]
-ROLES: tuple[Role, Role] = ("refs", "objects")
-ROLE_BYTE: dict[Role, bytes] = {"refs": b"r", "objects": b"o"}
-OFFSETS = b"x"
-REFS_BARRIER = b"b"
-OBJECTS_BARRIER = b"c"
-EPOCH_FLOOR = b"e"
-DROPPED = b"d" + b"dropped"
-VIEW_MARKER = b"m" + b"view"
-DELETED_REF = b"z"  # + encoded ref key -> offset of the deletion (see apply._ref)
-# What a record that is not ours raises while decoding (fastavro and key parsing).
-MALFORMED = (CorruptRecord, ValueError, EOFError, IndexError, KeyError, TypeError)
 
 
 class ViewError(MetastoreError):
@@ -32,7 +17,7 @@ class ReadOnlyView(MetastoreError):
 
 
 class Message(Protocol):
-    """What ``apply`` reads of a consumed record (``confluent_kafka.Message``)."""
+    """What the apply rules read of a consumed record (``confluent_kafka.Message``)."""
 
     def topic(self) -> str | None: ...
     def partition(self) -> int | None: ...
@@ -43,25 +28,10 @@ class Message(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionBarrier:
-    offset: int  # in refs[p] this is the partition's epoch
-    barrier: Barrier
-
-
-@dataclass(frozen=True, slots=True)
 class ApplyResult:
+    """What one ``ViewStore.apply`` did."""
+
     consumed: int  # records in the batch
     applied: int  # changed (or confirmed) the view
     dropped: int  # refused by a rule, counted
     waiting: int  # refs records held until their objects arrive (all partitions, after)
-
-
-@dataclass(slots=True)
-class Entry:
-    """A refs[p] record decoded on arrival; held in order while it waits for objects."""
-
-    offset: int
-    ref: RefRecord | None = None
-    barrier: Barrier | None = None
-    value: bytes = b""
-    malformed: str | None = None
