@@ -127,7 +127,7 @@ def serve(config: ServerConfig) -> int:
     or its address cannot be used, or if another node refuses its credential."""
     from metastore.api import server
     from metastore.api.app import create_app
-    from metastore.cluster.peer_auth import PeerRefused
+    from metastore.cluster.protocol import PeerRefused
 
     try:
         _check_data_dir(config.data_dir)

@@ -160,6 +160,16 @@ class NotOwner(ServiceUnavailable):
         self.partition = partition
 
 
+class Fenced(NotOwner):
+    """Cluster mode: a newer owner of the partition exists (its transaction fenced ours,
+    or its barrier follows ours in the log).
+
+    The fenced owner stops for good (taking over again would fence the newer owner
+    back) and its queued writes fail with ``NotOwner``, so they are retried at the
+    newer owner. A ``NotOwner`` itself, so wherever it surfaces it is answered as one.
+    """
+
+
 class CommitStateUnknown(MetastoreError):
     """The write may or may not have happened: reconcile before retrying."""
 

@@ -14,35 +14,77 @@ goes into the next one, each with its own compare-and-swap outcome. A write is
 acknowledged only after the transaction committed AND this node's view applied
 it, so the next CAS check reads it and a client reading this node sees it. Any
 failed or indefinite transaction answers "commit state unknown" and the owner
-re-creates its producer and re-derives its state through a new barrier.
+re-creates its producer and re-derives its state through a new barrier; each batch
+ends in one ``Outcome``. Fencing (librdkafka's fenced errors, or a newer barrier
+after our own) is ``Fenced``: the owner stops for good, since taking over again
+would fence the newer owner back.
 """
 
 from __future__ import annotations
 
+import contextlib
+import enum
 import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from metastore.cluster.config import ClusterConfig
 from metastore.cluster.records import Barrier, Produced, RecordCodec, RefRecord, UpdateableRecord
 from metastore.cluster.view import Role, ViewConsumer
 from metastore.errors import (
     CommitStateUnknown,
+    Fenced,
     MetastoreError,
     NotOwner,
     RefConditionFailed,
 )
-from metastore.keys import ObjKey
+from metastore.keys import ObjKey, RefKey
 from metastore.persistence.base import RefUpdate, StoredObject, UpdateableObject
+from metastore.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
+
+# Taking over again after a failure (broker unreachable, own barrier not applied in
+# time): a steady pause, while the group still assigns the partition here.
+TAKEOVER_RETRY = RetryPolicy(base_s=1.0, max_s=1.0, jitter=False)
+
+
+class Outcome(enum.Enum):
+    """How one transaction (one batch of writes) ended, and so what the owner does next."""
+
+    OK = "ok"  # committed (or every write failed its CAS): serve the next batch
+    UNKNOWN = "unknown"  # may or may not have committed: new producer, new barrier
+    FENCED = "fenced"  # a newer owner exists: stop for good
+
+    @classmethod
+    def of_failure(cls, exc: BaseException) -> Outcome:
+        """A transaction that raised: fenced, or of unknown outcome."""
+        return cls.FENCED if isinstance(exc, Fenced) else cls.UNKNOWN
+
+
+def is_fencing(error: KafkaError) -> bool:
+    """librdkafka's word that a newer producer with our transactional id exists."""
+    return error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED)
+
+
+@contextlib.contextmanager
+def fencing_as_error(partition: int) -> Iterator[None]:
+    """Kafka's fencing errors, raised inside, become ``Fenced``; any other error is kept."""
+    try:
+        yield
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        if isinstance(error, KafkaError) and is_fencing(error):
+            raise Fenced(
+                f"partition {partition}: fenced by a newer owner ({error.str()})", partition
+            ) from exc
+        raise
 
 
 @dataclass
@@ -130,6 +172,7 @@ class PartitionOwner:
         return write.done
 
     def _run(self) -> None:
+        attempts = TAKEOVER_RETRY.start(sleep=self._pause)
         while not self._stopping:
             if not self._may_own():
                 log.warning("partition %d: no longer assigned here; owner stops", self.partition)
@@ -137,19 +180,24 @@ class PartitionOwner:
                 return
             try:
                 self._become_owner()
+            except Fenced:
+                log.warning("partition %d: fenced by a newer owner", self.partition)
+                self._fail_all(NotOwner(f"partition {self.partition} moved", self.partition))
+                return
             except NotOwner:
                 return  # revoked while taking over
-            except Exception as exc:
-                if isinstance(exc, KafkaException) and _fenced(exc):
-                    log.warning("partition %d: fenced by a newer owner", self.partition)
-                    self._fail_all(NotOwner(f"partition {self.partition} moved", self.partition))
-                    return
+            except Exception:
                 log.exception("partition %d: could not take ownership; retrying", self.partition)
                 self._close_producer()
-                with self._cond:
-                    self._cond.wait_for(lambda: self._stopping, timeout=1.0)
+                attempts.backoff()  # no limit: retried while the group assigns p here
                 continue
             self._serve()
+            attempts = TAKEOVER_RETRY.start(sleep=self._pause)
+
+    def _pause(self, seconds: float) -> None:
+        """A wait that a revocation (``stop``) cuts short."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._stopping, timeout=seconds)
 
     def _fail_all(self, error: MetastoreError) -> None:
         with self._cond:
@@ -168,12 +216,12 @@ class PartitionOwner:
                     return
                 batch, self._queue = self._queue, []
             outcome = self._commit(batch)
-            if outcome == "fenced":
+            if outcome is Outcome.FENCED:
                 # A newer owner exists: never re-initialize (that would fence it back).
                 self._fail_all(NotOwner(f"partition {self.partition} moved", self.partition))
                 self._close_producer()
                 return
-            if outcome == "unknown":
+            if outcome is Outcome.UNKNOWN:
                 # Re-create the producer (new epoch) and re-derive state through a new barrier.
                 self._ready.clear()
                 self._close_producer()
@@ -181,7 +229,8 @@ class PartitionOwner:
 
     def _become_owner(self) -> None:
         producer = Producer(self._config.producer(self._config.transactional_id(self.partition)))
-        producer.init_transactions(self._config.transaction_timeout_s)
+        with fencing_as_error(self.partition):
+            producer.init_transactions(self._config.transaction_timeout_s)
         self._producer = producer
         nonce = secrets.token_hex(8)
         barrier = Barrier(self._records.node, self._url, nonce, self._clock_us())
@@ -198,7 +247,9 @@ class PartitionOwner:
             raise TimeoutError(f"partition {self.partition}: own barrier not applied")
         seen = self._view.barrier_seen(self.partition, nonce)
         if seen is None:
-            raise KafkaException(KafkaError(KafkaError._FENCED, "a newer barrier follows ours"))
+            raise Fenced(
+                f"partition {self.partition}: a newer barrier follows ours", self.partition
+            )
         self.epoch = seen[0]
         self._ready.set()
         log.info("partition %d: owner ready, epoch %d", self.partition, self.epoch)
@@ -214,10 +265,10 @@ class PartitionOwner:
                 return True
         raise NotOwner(f"partition {self.partition} was revoked while taking over", self.partition)
 
-    def _commit(self, batch: list[_Write]) -> str:
-        """One transaction for the whole batch: "ok", "unknown" or "fenced"."""
+    def _commit(self, batch: list[_Write]) -> Outcome:
+        """One transaction for the whole batch; each write gets its own answer."""
         accepted: list[_Write] = []
-        heads: dict[Any, int | None] = {}
+        heads: dict[RefKey, int | None] = {}
         tokens: dict[ObjKey, str | None] = {}
         records: list[Produced] = []
         for write in batch:
@@ -229,14 +280,14 @@ class PartitionOwner:
             accepted.append(write)
             records.extend(self._records.object(o, self.epoch) for o in write.objects)
         if not accepted:
-            return "ok"
+            return Outcome.OK
         try:
             dropped = self._transact_with_refs(records, accepted)
         except Exception as exc:
             log.error("partition %d: transaction failed: %s", self.partition, exc)
             for write in accepted:
                 write.done.set_exception(CommitStateUnknown(f"commit state unknown: {exc}"))
-            return "fenced" if isinstance(exc, KafkaException) and _fenced(exc) else "unknown"
+            return Outcome.of_failure(exc)
         for i, write in enumerate(accepted):
             if i in dropped:
                 # In the log but made stale by a newer barrier: every view ignores it.
@@ -249,8 +300,8 @@ class PartitionOwner:
             log.warning(
                 "partition %d: own records were dropped; a newer owner exists", self.partition
             )
-            return "fenced"
-        return "ok"
+            return Outcome.FENCED
+        return Outcome.OK
 
     def consistency_token(self) -> int:
         """The refs[p] offset this node's view has applied: a reader that waits for it
@@ -258,7 +309,7 @@ class PartitionOwner:
         return self._view.store.offset("refs", self.partition)
 
     def _check(
-        self, write: _Write, heads: dict[Any, int | None], tokens: dict[ObjKey, str | None]
+        self, write: _Write, heads: dict[RefKey, int | None], tokens: dict[ObjKey, str | None]
     ) -> None:
         """CAS against the view plus the earlier writes of this batch."""
         if write.ref is not None:
@@ -285,6 +336,31 @@ class PartitionOwner:
     def _transact_with_refs(self, objects: list[Produced], writes: list[_Write]) -> set[int]:
         """Commit one transaction; the indexes of ``writes`` whose records the view dropped."""
         producer = self._require_producer()
+        with fencing_as_error(self.partition):
+            ref_offsets, tail, owners = self._produce_all(producer, objects, writes)
+            producer.commit_transaction(self._config.transaction_timeout_s)
+        # Acknowledge only what this node's view has applied (read-your-writes, next CAS).
+        roles: tuple[Role, ...] = ("refs", "objects")
+        dropped: set[int] = set()
+        for role in roles:
+            mine = {
+                o: w for o, p, w in zip(ref_offsets, tail, owners, strict=True) if p.topic == role
+            }
+            if not mine:
+                continue
+            if not self._view.wait_for_blocking(
+                role, self.partition, max(mine) + 1, self._config.transaction_timeout_s
+            ):
+                raise TimeoutError(f"view did not apply {role}[{self.partition}]@{max(mine)}")
+            for offset in self._store.dropped_among(role, self.partition, list(mine)):
+                dropped.add(mine[offset])
+        return dropped
+
+    def _produce_all(
+        self, producer: Producer, objects: list[Produced], writes: list[_Write]
+    ) -> tuple[list[int], list[Produced], list[int]]:
+        """Begin the transaction and send the batch: the objects first, then every ref
+        and updateable record with the index of the write it belongs to."""
         producer.begin_transaction()
         offsets = self._produce_and_flush(producer, objects) if objects else []
         objects_offset = max(offsets) + 1 if offsets else 0
@@ -310,38 +386,22 @@ class PartitionOwner:
                 tail.append(
                     self._records.updateable(UpdateableRecord(key, expected, new, self.epoch))
                 )
-        ref_offsets = self._produce_and_flush(producer, tail)
-        producer.commit_transaction(self._config.transaction_timeout_s)
-        # Acknowledge only what this node's view has applied (read-your-writes, next CAS).
-        roles: tuple[Role, ...] = ("refs", "objects")
-        dropped: set[int] = set()
-        for role in roles:
-            mine = {
-                o: w for o, p, w in zip(ref_offsets, tail, owners, strict=True) if p.topic == role
-            }
-            if not mine:
-                continue
-            if not self._view.wait_for_blocking(
-                role, self.partition, max(mine) + 1, self._config.transaction_timeout_s
-            ):
-                raise TimeoutError(f"view did not apply {role}[{self.partition}]@{max(mine)}")
-            for offset in self._store.dropped_among(role, self.partition, list(mine)):
-                dropped.add(mine[offset])
-        return dropped
+        return self._produce_and_flush(producer, tail), tail, owners
 
     def _transact(self, records: list[Produced]) -> list[int]:
         producer = self._require_producer()
-        producer.begin_transaction()
-        offsets = self._produce_and_flush(producer, records)
-        producer.commit_transaction(self._config.transaction_timeout_s)
+        with fencing_as_error(self.partition):
+            producer.begin_transaction()
+            offsets = self._produce_and_flush(producer, records)
+            producer.commit_transaction(self._config.transaction_timeout_s)
         return offsets
 
     def _produce_and_flush(self, producer: Producer, records: list[Produced]) -> list[int]:
         offsets: list[int | None] = [None] * len(records)
         errors: list[KafkaError] = []
 
-        def report(i: int) -> Callable[[KafkaError | None, Any], None]:
-            def done(err: KafkaError | None, msg: Any) -> None:
+        def report(i: int) -> Callable[[KafkaError | None, Message], None]:
+            def done(err: KafkaError | None, msg: Message) -> None:
                 if err is not None:
                     errors.append(err)
                 else:
@@ -373,10 +433,3 @@ class PartitionOwner:
 
     def _close_producer(self) -> None:
         self._producer = None  # librdkafka closes it when collected; fenced ones cannot flush
-
-
-def _fenced(exc: KafkaException) -> bool:
-    error = exc.args[0] if exc.args else None
-    if not isinstance(error, KafkaError):
-        return False
-    return error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED)

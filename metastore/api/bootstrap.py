@@ -14,14 +14,18 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from metastore.errors import NoSuchTenant, NotOwner, ServiceUnavailable
+from metastore.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
 Step = Callable[[], Awaitable[None]]
 
+# until the owner (possibly a node still starting) has written: no deadline
+RETRY = RetryPolicy(base_s=0.1, max_s=2.0)
 
-async def until_done(step: Step, what: str, pending: set[str]) -> None:
-    delay = 0.1
+
+async def until_done(step: Step, what: str, pending: set[str], policy: RetryPolicy = RETRY) -> None:
+    attempts = policy.start()
     while True:
         try:
             await step()
@@ -32,8 +36,8 @@ async def until_done(step: Step, what: str, pending: set[str]) -> None:
             log.debug("bootstrap: %s waits: %s", what, exc.message)
         except ServiceUnavailable as exc:
             log.info("bootstrap: %s waits: %s", what, exc.message)
-        await asyncio.sleep(delay)
-        delay = min(2.0, delay * 2)
+        if not await attempts.abackoff():
+            raise ServiceUnavailable(f"bootstrap: {what} did not succeed in time")
 
 
 @contextlib.asynccontextmanager

@@ -1,5 +1,9 @@
 """Node-to-node endpoints (cluster mode only): not part of the public API.
 
+The server side of ``metastore.cluster.protocol``, which defines the paths and
+the bodies; ``metastore.api.peers`` has checked the calling node's signature
+before a handler here runs.
+
 ``POST /internal/v1/updateables`` runs a compare-and-swap on an updateable object
 (a node-id lease) at the owner of its partition: a starting node must lease its
 snowflake node id before it can serve, and it may not own the system partition.
@@ -9,40 +13,34 @@ Only the owner answers; any other node answers 503 ``NotOwnerException``.
 from __future__ import annotations
 
 import asyncio
-import json
-from typing import Any
 
 from aiohttp import web
 
 from metastore.api.typedefs import CLUSTER
+from metastore.cluster import protocol
 from metastore.cluster.node import ClusterNode
-from metastore.cluster.persistence import UPDATEABLES_PATH, parse_updateable_request
 from metastore.cluster.view import Role, digest
-from metastore.errors import BadRequest, NotOwner, RefConditionFailed
+from metastore.errors import NotOwner, RefConditionFailed
 
 routes = web.RouteTableDef()
 
 
-@routes.post(UPDATEABLES_PATH)
+@routes.post(protocol.UPDATEABLES_PATH)
 async def cas_updateable(request: web.Request) -> web.Response:
     node = request.app[CLUSTER]
-    try:
-        body: Any = json.loads(await request.read())
-        key, expected, new = parse_updateable_request(body)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise BadRequest(f"malformed updateable CAS request: {exc}") from None
-    partition = node.partition_of(key.tenant, key.catalog)
+    cas = protocol.UpdateableCas.decode(await request.read())
+    partition = node.partition_of(cas.key.tenant, cas.key.catalog)
     owner = node.local_owner(partition)
     if owner is None or not owner.ready:
         raise NotOwner(f"{node.url} does not own partition {partition}", partition)
     try:
-        await asyncio.wrap_future(owner.submit_updateable(key, expected, new))
+        await asyncio.wrap_future(owner.submit_updateable(cas.key, cas.expected, cas.new))
     except RefConditionFailed:
-        return web.json_response({"swapped": False})
-    return web.json_response({"swapped": True})
+        return web.json_response(protocol.cas_answer(False))
+    return web.json_response(protocol.cas_answer(True))
 
 
-@routes.get("/internal/v1/view")
+@routes.get(protocol.VIEW_PATH)
 async def view_state(request: web.Request) -> web.Response:
     """This node's view: applied offsets, dropped records and a digest of its data.
 

@@ -17,13 +17,12 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from metastore.api.typedefs import PEERS
-from metastore.cluster import tls
-from metastore.cluster.peer_auth import FORWARDED_HEADER, SIGNATURE_HEADER, PeerKey, Peers
+from metastore.cluster import protocol, tls
+from metastore.cluster.peer_auth import PeerKey, Peers
 from metastore.config import ServerConfig
 from metastore.errors import Unauthorized
 
-INTERNAL_PREFIX = "/internal/"
-PEER = "peer"  # request-scoped: the URL of the node that sent this request
+PEER = web.RequestKey("peer", str)  # the URL of the node that sent this request
 
 
 def peers_from_config(config: ServerConfig) -> Peers:
@@ -41,13 +40,12 @@ def peers_from_config(config: ServerConfig) -> Peers:
 
 def is_node_request(request: web.Request) -> bool:
     """An internal endpoint called by a node this middleware has let through."""
-    return request.path.startswith(INTERNAL_PREFIX) and request.get(PEER) is not None
+    return protocol.is_internal(request.path) and request.get(PEER) is not None
 
 
 @web.middleware
 async def authenticate_peers(request: web.Request, handler: Handler) -> web.StreamResponse:
-    claims = FORWARDED_HEADER in request.headers or SIGNATURE_HEADER in request.headers
-    if claims or request.path.startswith(INTERNAL_PREFIX):
+    if protocol.names_a_node(request.headers) or protocol.is_internal(request.path):
         request[PEER] = await _sender(request)
     return await handler(request)
 
@@ -55,7 +53,7 @@ async def authenticate_peers(request: web.Request, handler: Handler) -> web.Stre
 async def _sender(request: web.Request) -> str:
     peers = request.app[PEERS]
     if peers.key is None:  # no cluster secret: auth is off, nothing to prove
-        return request.headers.get(FORWARDED_HEADER, "")
+        return request.headers.get(protocol.FORWARDED_HEADER, "")
     if peers.require_client_cert and not _client_certificate(request):
         raise Unauthorized(
             "node requests need a client certificate signed by the cluster CA (mutual TLS)"

@@ -10,7 +10,9 @@ timestamp is more than ``MAX_SKEW_S`` away from its own clock, whose nonce it
 has already accepted, or that was addressed to another node. So a captured
 request cannot be altered, replayed, or redirected to another node, and the
 secret never travels. Nonces are remembered for twice the skew window (a node
-restarted within that window forgets the nonces it had seen).
+restarted within that window forgets the nonces it had seen). The signature travels
+in ``SIGNATURE_HEADER`` beside the sender's URL in ``FORWARDED_HEADER``, both named by
+the node-to-node protocol (``metastore.cluster.protocol``).
 
 The secret comes from ``METASTORE_CLUSTER_SECRET`` or from the file named by
 ``METASTORE_CLUSTER_SECRET_FILE`` (trailing whitespace removed) and is at least
@@ -30,21 +32,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from metastore.cluster.protocol import FORWARDED_HEADER, SIGNATURE_HEADER
 from metastore.config_rules import ConfigError
-from metastore.errors import MetastoreError, Unauthorized
+from metastore.errors import Unauthorized
 
 MIN_SECRET_LENGTH = 32
 MAX_SKEW_S = 30
-SIGNATURE_HEADER = "Metastore-Node-Signature"
-FORWARDED_HEADER = "Metastore-Forwarded-By"  # the sending node's URL
 SECRET_ENV = "METASTORE_CLUSTER_SECRET"
 SECRET_FILE_ENV = "METASTORE_CLUSTER_SECRET_FILE"
 _VERSION = "v1"
 _CONTEXT = b"metastore node signature v1"
-
-
-class PeerRefused(MetastoreError):
-    """Another node refused this node's credential: the cluster secrets (or CAs) differ."""
 
 
 def resolve_secret(value: str, path: str) -> str:

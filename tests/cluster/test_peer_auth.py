@@ -12,14 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from metastore.cluster.peer_auth import (
-    FORWARDED_HEADER,
-    MAX_SKEW_S,
-    MIN_SECRET_LENGTH,
-    SIGNATURE_HEADER,
-    PeerKey,
-    resolve_secret,
-)
+from metastore.cluster.peer_auth import MAX_SKEW_S, MIN_SECRET_LENGTH, PeerKey, resolve_secret
+from metastore.cluster.protocol import FORWARDED_HEADER, SIGNATURE_HEADER
 from metastore.config import ServerConfig
 from metastore.config_rules import ConfigError
 from metastore.errors import Unauthorized
