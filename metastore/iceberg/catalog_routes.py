@@ -15,7 +15,7 @@ from metastore.commits import CommitRequest
 from metastore.errors import BadRequest, CommitConflict
 from metastore.iceberg.context import PREFIX, Call, idempotent, json_response, warehouse_of
 from metastore.iceberg.prefixes import encode_prefix
-from metastore.iceberg.tables import MAX_REBASES
+from metastore.iceberg.tables import REBASES
 from metastore.keys import EntityKey, Kind
 from metastore.names import check_namespace
 from metastore.requirements import AssertVersion
@@ -141,7 +141,8 @@ async def update_namespace(request: web.Request) -> web.Response:
     removals: list[str] = body.get("removals", [])
     if set(updates) & set(removals):
         raise BadRequest(f"keys both updated and removed: {sorted(set(updates) & set(removals))}")
-    for attempt in range(MAX_REBASES):
+    attempts = REBASES.start()
+    while True:
         entity = call.metastore.get_entity(call.tenant, call.catalog, key)
         result: dict[str, Any] = {
             "updated": sorted(updates),
@@ -160,9 +161,8 @@ async def update_namespace(request: web.Request) -> web.Response:
         )
         try:
             await call.metastore.commit(call.tenant, call.catalog, commit)
-        except CommitConflict:
-            if attempt + 1 == MAX_REBASES:
+        except CommitConflict:  # another commit changed the namespace: redo on its new state
+            if not await attempts.abackoff():
                 raise
             continue
         return json_response(result)
-    raise AssertionError("unreachable")

@@ -5,8 +5,10 @@ client's Iceberg requirements, apply its updates with pyiceberg's reducer, write
 the new metadata.json, then commit the new pieces with ``AssertVersion`` on every
 table touched. If another commit changed one of those tables in between, the
 whole request is redone on the fresh state (the client's requirements decide
-whether it still applies); only a failed Iceberg requirement reaches the client
-as 409. Several tables in one request are one commit: all change or none does.
+whether it still applies, ``REBASES``); only a failed Iceberg requirement
+reaches the client as 409. Several tables in one request are one commit: all
+change or none does. Reading the store, building metadata and file I/O run in a
+worker thread, never on the event loop; only the commit itself is awaited there.
 """
 
 from __future__ import annotations
@@ -61,13 +63,17 @@ from metastore.locations import normalize
 from metastore.model import Entity
 from metastore.objtypes import METADATA_PIECE
 from metastore.requirements import AssertEntityId, AssertVersion, Requirement
+from metastore.retry import RetryPolicy
 from metastore.service import Metastore
 from metastore.store import MissingObject
 
 log = logging.getLogger(__name__)
 
 TEXT = "metadata-text"  # a result's metadata as JSON text (the file's bytes), for responses
-MAX_REBASES = 20  # redo a request at most this often when other commits move its tables
+# A request whose entity another commit moved (a lost AssertVersion) is redone on the
+# fresh state at once: that state is already there to read, so there is nothing to wait
+# for. 20 attempts in all, then the conflict reaches the client as 409.
+REBASES = RetryPolicy(base_s=0.0, max_s=0.0, max_attempts=20, jitter=False)
 
 
 @contextmanager
@@ -116,12 +122,21 @@ class TableChange:
 
 @dataclass
 class _Prepared:
+    """A request made ready to commit: its metadata files written, its pieces split."""
+
+    io: TableFiles
+    files: list[str] = field(default_factory=list)  # metadata files written (deleted on failure)
     requirements: list[Requirement] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
     objects: dict[int, NewObject] = field(default_factory=dict)
-    files: list[str] = field(default_factory=list)  # metadata files written (deleted on failure)
     models: list[tuple[ModelKey, TableMetadata]] = field(default_factory=list)  # for the cache
     results: list[dict[str, Any]] = field(default_factory=list)
+
+    def discard(self) -> None:
+        """Delete the metadata files written, garbage when the commit surely failed
+        (blocking; best effort: an orphan is harmless, its name is unique)."""
+        for location in self.files:
+            self.io.delete_quietly(location)
 
 
 class Tables:
@@ -258,26 +273,52 @@ class Tables:
         ``write_file``: write ``metadata`` to ``metadata_location`` first (create); a
         registered table's file exists already.
         """
-        self._metastore.get_entity(tenant, catalog, EntityKey.namespace_key(key.namespace))
-        files = self.warehouse.files(tenant, catalog)
-        if write_file:
-            await asyncio.to_thread(files.write_table_metadata, metadata, metadata_location)
-        prepared = _Prepared(files=[metadata_location] if write_file else [])
+        prepared = await asyncio.to_thread(
+            self._prepare_create,
+            tenant,
+            catalog,
+            key,
+            metadata,
+            metadata_location,
+            write_file,
+            replace,
+        )
+        request = CommitRequest(
+            tuple(prepared.requirements),
+            (*prepared.changes, *extra),
+            principal,
+            "create table" if write_file else "register table",
+            objects=tuple(prepared.objects.values()),
+        )
         try:
-            self._stage(tenant, catalog, key, replace, metadata, metadata_location, prepared)
-            request = CommitRequest(
-                tuple(prepared.requirements),
-                (*prepared.changes, *extra),
-                principal,
-                "create table" if write_file else "register table",
-                objects=tuple(prepared.objects.values()),
-            )
             await self._metastore.commit(tenant, catalog, request)
         except MetastoreError as exc:
-            await self._discard_unless_unknown(exc, files, prepared.files)
+            await self._discard_unless_unknown(exc, prepared)
             raise
         result = prepared.results[0]
         return TableState(key, _placeholder(key), result["metadata"], metadata_location)
+
+    def _prepare_create(
+        self,
+        tenant: str,
+        catalog: str,
+        key: EntityKey,
+        metadata: TableMetadata,
+        metadata_location: str,
+        write_file: bool,
+        replace: TableState | None,
+    ) -> _Prepared:
+        self._metastore.get_entity(tenant, catalog, EntityKey.namespace_key(key.namespace))
+        prepared = _Prepared(self.warehouse.files(tenant, catalog))
+        if write_file:
+            prepared.io.write_table_metadata(metadata, metadata_location)
+            prepared.files.append(metadata_location)
+        try:
+            self._stage(tenant, catalog, key, replace, metadata, metadata_location, prepared)
+        except BaseException:  # nothing refers to the file yet
+            prepared.discard()
+            raise
+        return prepared
 
     # --- commits -----------------------------------------------------------------------
 
@@ -293,7 +334,8 @@ class Tables:
         keys = [c.key for c in changes]
         if len(set(keys)) != len(keys):
             raise BadRequest("a transaction may change each table at most once")
-        for attempt in range(MAX_REBASES):
+        attempts = REBASES.start()
+        while True:
             prepared = await asyncio.to_thread(self._prepare, tenant, catalog, changes)
             if not prepared.changes:
                 return prepared.results
@@ -304,32 +346,28 @@ class Tables:
                 "commit table" if len(changes) == 1 else f"commit {len(changes)} tables",
                 objects=tuple(prepared.objects.values()),
             )
-            files = self.warehouse.files(tenant, catalog)
             try:
                 await self._metastore.commit(tenant, catalog, request)
-            except CommitConflict:
-                await self._discard(files, prepared.files)
-                if attempt + 1 == MAX_REBASES:
+            except CommitConflict:  # another commit moved a table: redo on the fresh state
+                await self._discard(prepared)
+                if not await attempts.abackoff():
                     raise
-                log.debug("table commit rebased (attempt %d)", attempt + 1)
+                log.debug("table commit lost to another commit: attempt %d", attempts.attempt)
                 continue
             except MetastoreError as exc:
-                await self._discard_unless_unknown(exc, files, prepared.files)
+                await self._discard_unless_unknown(exc, prepared)
                 raise
             for version, model in prepared.models:
                 self._models.put(version, model)
             return prepared.results
-        raise AssertionError("unreachable")
 
     def _prepare(self, tenant: str, catalog: str, changes: Sequence[TableChange]) -> _Prepared:
-        prepared = _Prepared()
-        files = self.warehouse.files(tenant, catalog)
+        prepared = _Prepared(self.warehouse.files(tenant, catalog))
         try:
             for change in changes:
-                self._prepare_one(tenant, catalog, files, change, prepared)
+                self._prepare_one(tenant, catalog, prepared.io, change, prepared)
         except BaseException:
-            for location in prepared.files:
-                files.delete_quietly(location)
+            prepared.discard()
             raise
         return prepared
 
@@ -419,19 +457,16 @@ class Tables:
             version = (tenant, catalog, current.entity.entity_id, current.entity.version + 1)
             prepared.models.append((version, new))
 
-    async def _discard_unless_unknown(
-        self, exc: MetastoreError, files: TableFiles, written: Sequence[str]
-    ) -> None:
+    async def _discard_unless_unknown(self, exc: MetastoreError, prepared: _Prepared) -> None:
         """A failed commit wrote nothing, so its metadata files are garbage; but when the
         outcome is unknown the commit may have landed and reference them: keep them.
         (Anything that is not a ``MetastoreError`` also keeps them: an orphan file is
         harmless, a deleted one that a commit references is a broken table.)"""
         if not isinstance(exc, CommitStateUnknown):
-            await self._discard(files, written)
+            await self._discard(prepared)
 
-    async def _discard(self, files: TableFiles, written: Sequence[str]) -> None:
-        for location in written:
-            await asyncio.to_thread(files.delete_quietly, location)
+    async def _discard(self, prepared: _Prepared) -> None:
+        await asyncio.to_thread(prepared.discard)
 
     # --- drop --------------------------------------------------------------------------
 
@@ -444,8 +479,7 @@ class Tables:
         principal: str,
         extra: Sequence[Change] = (),
     ) -> CommitOutcome:
-        entity = self._metastore.get_entity(tenant, catalog, key)
-        state = self.state_of(tenant, catalog, entity) if purge else None
+        entity, state = await asyncio.to_thread(self._dropped, tenant, catalog, key, purge)
         request = CommitRequest(
             (AssertEntityId(key, entity.entity_id), AssertVersion(key, entity.version)),
             (DeleteEntity(key), *extra),
@@ -456,6 +490,13 @@ class Tables:
         if state is not None:
             await asyncio.to_thread(self._purge, tenant, catalog, state)
         return outcome
+
+    def _dropped(
+        self, tenant: str, catalog: str, key: EntityKey, purge: bool
+    ) -> tuple[Entity, TableState | None]:
+        """The table to drop, and with ``purge`` its metadata (read before it is gone)."""
+        entity = self._metastore.get_entity(tenant, catalog, key)
+        return entity, self.state_of(tenant, catalog, entity) if purge else None
 
     def _purge(self, tenant: str, catalog: str, state: TableState) -> None:
         """Delete the dropped table's own files (``purge.py``). The drop has committed:

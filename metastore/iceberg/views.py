@@ -1,86 +1,56 @@
-"""Iceberg views: metadata as pieces (like tables), updates as tagged models and a pure reducer.
+"""Iceberg views over the commit engine: create, load, replace.
 
-pyiceberg has view metadata models but no view update logic, so the reducer here
-follows the spec (and the reference implementation's builder): ``add-schema``
-and ``add-view-version`` reuse an identical existing item's id or take the next
-one, ``-1`` means "the one added last", ``set-current-view-version`` appends to
-the version log.
+A view's metadata is stored as pieces, like a table's (``pieces.py``); its
+updates are tagged models applied by a pure reducer (``view_updates.py``). A
+replace is optimistic like a table commit: read the view, check the client's
+requirements, apply its updates, write the new metadata.json, then commit with
+``AssertEntityId`` + ``AssertVersion``; if another commit moved the view in
+between, the whole request is redone on the fresh state (``REBASES``). Reading
+the store, building metadata and file I/O run in a worker thread, never on the
+event loop; only the commit itself is awaited there.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from functools import singledispatch
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import Field
 from pyiceberg.schema import Schema
-from pyiceberg.table.update import (
-    AddSchemaUpdate,
-    AssignUUIDUpdate,
-    RemovePropertiesUpdate,
-    SetLocationUpdate,
-    SetPropertiesUpdate,
-    UpgradeFormatVersionUpdate,
-)
 from pyiceberg.typedef import IcebergBaseModel
 from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 
 from metastore.changes import Change, CreateEntity, UpdateEntity
+from metastore.clock import Clock, SystemClock
 from metastore.codec import Codec
-from metastore.commits import CommitRequest
+from metastore.commits import CommitRequest, NewObject
 from metastore.errors import (
-    BadRequest,
     CommitConflict,
     CommitStateUnknown,
     MetastoreError,
     NoSuchView,
 )
 from metastore.iceberg import pieces
-from metastore.iceberg.files import Warehouse
+from metastore.iceberg.files import TableFiles, Warehouse
 from metastore.iceberg.table_paths import check_properties
-from metastore.iceberg.tables import MAX_REBASES, Tables, iceberg_errors
+from metastore.iceberg.tables import REBASES, Tables, iceberg_errors
+from metastore.iceberg.view_updates import Json, ViewUpdate, apply_view_updates
 from metastore.keys import EntityKey
 from metastore.model import Entity
-from metastore.requirements import AssertEntityId, AssertVersion
+from metastore.requirements import AssertEntityId, AssertVersion, Requirement
 from metastore.service import Metastore
 
-Json = dict[str, Any]
 Record = Callable[[str], Sequence[Change]]  # metadata location -> extra changes (idempotency)
-
-
-class AddViewVersionUpdate(IcebergBaseModel):
-    action: Literal["add-view-version"] = Field(default="add-view-version")
-    view_version: ViewVersion = Field(alias="view-version")
-
-
-class SetCurrentViewVersionUpdate(IcebergBaseModel):
-    action: Literal["set-current-view-version"] = Field(default="set-current-view-version")
-    view_version_id: int = Field(alias="view-version-id")
-
-
-ViewUpdate = Annotated[
-    AssignUUIDUpdate
-    | UpgradeFormatVersionUpdate
-    | AddSchemaUpdate
-    | SetLocationUpdate
-    | SetPropertiesUpdate
-    | RemovePropertiesUpdate
-    | AddViewVersionUpdate
-    | SetCurrentViewVersionUpdate,
-    Field(discriminator="action"),
-]
 
 
 class AssertViewUUID(IcebergBaseModel):
     type: Literal["assert-view-uuid"]
     uuid: str
 
-    def validate_view(self, metadata: Json) -> None:
+    def validate_view(self, metadata: Mapping[str, Any]) -> None:
         if metadata["view-uuid"] != self.uuid:
             raise CommitConflict(
                 f"requirement failed: view uuid {metadata['view-uuid']} is not {self.uuid}"
@@ -101,108 +71,17 @@ class CreateViewRequest(IcebergBaseModel):
     properties: dict[str, str]
 
 
-# --- the reducer (pure: returns a new dict) --------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Staged:
+    """A view change ready to commit: its metadata file is written, its pieces split."""
 
-
-class _Context:
-    def __init__(self) -> None:
-        self.last_schema: int | None = None
-        self.last_version: int | None = None
-
-
-@singledispatch
-def _apply(update: object, metadata: Json, ctx: _Context) -> None:
-    raise BadRequest(f"unsupported view update {type(update).__name__}")
-
-
-@_apply.register
-def _(update: AssignUUIDUpdate, metadata: Json, ctx: _Context) -> None:
-    if str(update.uuid) != metadata["view-uuid"]:
-        raise BadRequest("the view uuid is owned by the server and cannot change")
-
-
-@_apply.register
-def _(update: UpgradeFormatVersionUpdate, metadata: Json, ctx: _Context) -> None:
-    if update.format_version != 1:
-        raise BadRequest(f"unsupported view format version {update.format_version}")
-
-
-@_apply.register
-def _(update: AddSchemaUpdate, metadata: Json, ctx: _Context) -> None:
-    schema = _dump(update.schema_)
-    for existing in metadata["schemas"]:
-        if {**existing, "schema-id": 0} == {**schema, "schema-id": 0}:
-            ctx.last_schema = existing["schema-id"]
-            return
-    new_id = max((s["schema-id"] for s in metadata["schemas"]), default=-1) + 1
-    metadata["schemas"] = [*metadata["schemas"], {**schema, "schema-id": new_id}]
-    ctx.last_schema = new_id
-
-
-@_apply.register
-def _(update: SetLocationUpdate, metadata: Json, ctx: _Context) -> None:
-    metadata["location"] = update.location
-
-
-@_apply.register
-def _(update: SetPropertiesUpdate, metadata: Json, ctx: _Context) -> None:
-    metadata["properties"] = {**metadata.get("properties", {}), **update.updates}
-
-
-@_apply.register
-def _(update: RemovePropertiesUpdate, metadata: Json, ctx: _Context) -> None:
-    props = metadata.get("properties", {})
-    metadata["properties"] = {k: v for k, v in props.items() if k not in update.removals}
-
-
-@_apply.register
-def _(update: AddViewVersionUpdate, metadata: Json, ctx: _Context) -> None:
-    version = _dump(update.view_version)
-    if version["schema-id"] == -1:
-        if ctx.last_schema is None:
-            raise BadRequest("view version refers to the last added schema, but none was added")
-        version["schema-id"] = ctx.last_schema
-    if all(s["schema-id"] != version["schema-id"] for s in metadata["schemas"]):
-        raise BadRequest(f"view version refers to unknown schema {version['schema-id']}")
-    same = {k: v for k, v in version.items() if k not in ("version-id", "timestamp-ms")}
-    for existing in metadata["versions"]:
-        if {k: v for k, v in existing.items() if k not in ("version-id", "timestamp-ms")} == same:
-            ctx.last_version = existing["version-id"]
-            return
-    new_id = max((v["version-id"] for v in metadata["versions"]), default=0) + 1
-    metadata["versions"] = [*metadata["versions"], {**version, "version-id": new_id}]
-    ctx.last_version = new_id
-
-
-@_apply.register
-def _(update: SetCurrentViewVersionUpdate, metadata: Json, ctx: _Context) -> None:
-    version_id = update.view_version_id
-    if version_id == -1:
-        if ctx.last_version is None:
-            raise BadRequest("set-current-view-version -1 needs an added view version")
-        version_id = ctx.last_version
-    if all(v["version-id"] != version_id for v in metadata["versions"]):
-        raise BadRequest(f"unknown view version {version_id}")
-    if metadata["current-version-id"] == version_id:
-        return
-    metadata["current-version-id"] = version_id
-    entry = {"timestamp-ms": int(time.time() * 1000), "version-id": version_id}
-    metadata["version-log"] = [*metadata["version-log"], entry]
-
-
-def apply_view_updates(metadata: Json, updates: Sequence[Any]) -> Json:
-    new = copy.copy(metadata)
-    ctx = _Context()
-    for update in updates:
-        _apply(update, new, ctx)
-    with iceberg_errors():
-        ViewMetadata.model_validate(new)
-    return new
-
-
-def _dump(model: IcebergBaseModel) -> Json:
-    value: Json = model.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return value
+    requirements: tuple[Requirement, ...]
+    change: Change
+    objects: tuple[NewObject, ...]
+    files: TableFiles
+    location: str  # the new metadata.json (deleted if the commit surely failed)
+    metadata: Json
+    operation: str
 
 
 # --- the service ------------------------------------------------------------------------
@@ -210,14 +89,21 @@ def _dump(model: IcebergBaseModel) -> Json:
 
 class Views:
     def __init__(
-        self, metastore: Metastore, codec: Codec, warehouse: Warehouse, tables: Tables
+        self,
+        metastore: Metastore,
+        codec: Codec,
+        warehouse: Warehouse,
+        tables: Tables,
+        clock: Clock | None = None,
     ) -> None:
         self._metastore = metastore
         self._codec = codec
         self._warehouse = warehouse
         self._tables = tables
+        self._clock = clock or SystemClock()  # the time a replace records in the version log
 
     def state_of(self, tenant: str, catalog: str, entity: Entity) -> tuple[Json, str | None]:
+        """The view's metadata and its metadata location (blocking: reads pieces)."""
         if pieces.CORE not in entity.attachments:
             raise NoSuchView(f"view {entity.key.display()} has no Iceberg metadata")
         return pieces.assemble(
@@ -228,6 +114,7 @@ class Views:
         )
 
     def load(self, tenant: str, catalog: str, key: EntityKey) -> Json:
+        """The view's load result (blocking: reads the store)."""
         metadata, location = self.state_of(
             tenant, catalog, self._metastore.get_entity(tenant, catalog, key)
         )
@@ -242,10 +129,35 @@ class Views:
         principal: str,
         extra: Record = lambda _: (),
     ) -> Json:
+        staged = await asyncio.to_thread(self._stage_create, tenant, catalog, key, body)
+        return await self._commit(tenant, catalog, staged, principal, extra)
+
+    async def replace(
+        self,
+        tenant: str,
+        catalog: str,
+        key: EntityKey,
+        body: CommitViewRequest,
+        principal: str,
+        extra: Record = lambda _: (),
+    ) -> Json:
+        attempts = REBASES.start()
+        while True:
+            now_ms = self._clock.now_us() // 1000
+            staged = await asyncio.to_thread(
+                self._stage_replace, tenant, catalog, key, body, now_ms
+            )
+            try:
+                return await self._commit(tenant, catalog, staged, principal, extra)
+            except CommitConflict:  # another commit moved the view: redo on the fresh state
+                if not await attempts.abackoff():
+                    raise
+
+    def _stage_create(
+        self, tenant: str, catalog: str, key: EntityKey, body: CreateViewRequest
+    ) -> _Staged:
         self._metastore.get_entity(tenant, catalog, EntityKey.namespace_key(key.namespace))
-        location = await asyncio.to_thread(
-            self._location, tenant, catalog, key, body.location, body.properties
-        )
+        location = self._location(tenant, catalog, key, body.location, body.properties)
         schema = {**_dump(body.view_schema), "schema-id": 0}
         version = {**_dump(body.view_version), "schema-id": 0, "version-id": 1}
         metadata: Json = {
@@ -260,38 +172,25 @@ class Views:
         }
         with iceberg_errors():
             ViewMetadata.model_validate(metadata)
-        return await self._store(tenant, catalog, key, None, metadata, principal, extra)
+        return self._stage(tenant, catalog, key, None, None, None, metadata)
 
-    async def replace(
-        self,
-        tenant: str,
-        catalog: str,
-        key: EntityKey,
-        body: CommitViewRequest,
-        principal: str,
-        extra: Record = lambda _: (),
-    ) -> Json:
-        for attempt in range(MAX_REBASES):
-            entity = self._metastore.get_entity(tenant, catalog, key)
-            current, _ = self.state_of(tenant, catalog, entity)
-            for requirement in body.requirements:
-                requirement.validate_view(current)
-            new = apply_view_updates(current, body.updates)
-            new["location"] = await asyncio.to_thread(
-                self._location,
-                tenant,
-                catalog,
-                key,
-                new["location"],
-                new.get("properties", {}),
-                current.get("location"),
-            )
-            try:
-                return await self._store(tenant, catalog, key, entity, new, principal, extra)
-            except CommitConflict:
-                if attempt + 1 == MAX_REBASES:
-                    raise
-        raise AssertionError("unreachable")
+    def _stage_replace(
+        self, tenant: str, catalog: str, key: EntityKey, body: CommitViewRequest, now_ms: int
+    ) -> _Staged:
+        entity = self._metastore.get_entity(tenant, catalog, key)
+        current, previous = self.state_of(tenant, catalog, entity)
+        for requirement in body.requirements:
+            requirement.validate_view(current)
+        new = apply_view_updates(current, body.updates, now_ms)
+        new["location"] = self._location(
+            tenant,
+            catalog,
+            key,
+            new["location"],
+            new.get("properties", {}),
+            current.get("location"),
+        )
+        return self._stage(tenant, catalog, key, entity, current, previous, new)
 
     def _location(
         self,
@@ -316,57 +215,74 @@ class Views:
         check_properties(properties, location)
         return location
 
-    async def _store(
+    def _stage(
         self,
         tenant: str,
         catalog: str,
         key: EntityKey,
         entity: Entity | None,
+        old_metadata: Json | None,
+        previous: str | None,
         metadata: Json,
-        principal: str,
-        extra: Record,
-    ) -> Json:
-        previous = None
-        old_metadata = None
-        if entity is not None:
-            old_metadata, previous = self.state_of(tenant, catalog, entity)
+    ) -> _Staged:
+        """Write the new metadata.json and split the metadata into pieces (blocking)."""
         location = self._warehouse.new_view_metadata_location(metadata["location"], previous)
         files = self._warehouse.files(tenant, catalog)
-        await asyncio.to_thread(files.write_json, metadata, location)
-        split = pieces.split(
-            self._codec,
-            pieces.VIEW_LAYOUT,
-            metadata,
-            location,
-            entity.attachments if entity is not None else {},
-            old_metadata,
-            self._tables.loader(tenant, catalog),
-        )
+        files.write_json(metadata, location)
+        try:
+            split = pieces.split(
+                self._codec,
+                pieces.VIEW_LAYOUT,
+                metadata,
+                location,
+                entity.attachments if entity is not None else {},
+                old_metadata,
+                self._tables.loader(tenant, catalog),
+            )
+        except BaseException:  # nothing refers to the file yet
+            files.delete_quietly(location)
+            raise
         properties = dict(metadata.get("properties", {}))
-        change: Change
-        requirements: tuple[AssertEntityId | AssertVersion, ...] = ()
         if entity is None:
-            change = CreateEntity(key, properties, metadata["location"], split.attachments)
-        else:
-            removals = tuple(k for k in entity.properties if k not in properties)
-            change = UpdateEntity(
-                key, properties, removals, metadata["location"], split.attachments
+            return _Staged(
+                (),
+                CreateEntity(key, properties, metadata["location"], split.attachments),
+                split.objects,
+                files,
+                location,
+                metadata,
+                "create view",
             )
-            requirements = (
-                AssertEntityId(key, entity.entity_id),
-                AssertVersion(key, entity.version),
-            )
+        removals = tuple(k for k in entity.properties if k not in properties)
+        return _Staged(
+            (AssertEntityId(key, entity.entity_id), AssertVersion(key, entity.version)),
+            UpdateEntity(key, properties, removals, metadata["location"], split.attachments),
+            split.objects,
+            files,
+            location,
+            metadata,
+            "replace view",
+        )
+
+    async def _commit(
+        self, tenant: str, catalog: str, staged: _Staged, principal: str, extra: Record
+    ) -> Json:
         request = CommitRequest(
-            requirements,
-            (change, *extra(location)),
+            staged.requirements,
+            (staged.change, *extra(staged.location)),
             principal,
-            "create view" if entity is None else "replace view",
-            objects=split.objects,
+            staged.operation,
+            objects=staged.objects,
         )
         try:
             await self._metastore.commit(tenant, catalog, request)
         except MetastoreError as exc:
             if not isinstance(exc, CommitStateUnknown):  # it may have landed: keep the file
-                await asyncio.to_thread(files.delete_quietly, location)
+                await asyncio.to_thread(staged.files.delete_quietly, staged.location)
             raise
-        return {"metadata-location": location, "metadata": metadata, "config": {}}
+        return {"metadata-location": staged.location, "metadata": staged.metadata, "config": {}}
+
+
+def _dump(model: IcebergBaseModel) -> Json:
+    value: Json = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return value
