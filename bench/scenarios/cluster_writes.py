@@ -27,7 +27,7 @@ from harness.cluster import Cluster
 from harness.process import cpu_seconds
 from metastore.cluster.config import ClusterConfig
 from metastore.cluster.records import partition_for
-from metastore.consistency import HEADER
+from metastore.consistency import HEADER, ConsistencyToken
 
 TENANT = "bench"
 HOT_CATALOG = "hot"
@@ -64,17 +64,19 @@ class LoadResult:
 
 
 class Tokens:
-    """Consistency tokens seen in replies: the log offsets that bound each load."""
+    """Consistency tokens seen in replies: the log offsets that bound each load (read with
+    the service's own parser, so the benchmark follows the token's format)."""
 
-    def __init__(self) -> None:
+    def __init__(self, partitions: int) -> None:
+        self.partitions = partitions
         self.marks: Marks = {}
 
     def note(self, headers: Any) -> str | None:
-        token = headers.get(HEADER) if headers else None
-        if token:
-            p, _, offset = str(token).partition(":")
-            self.marks[int(p)] = max(self.marks.get(int(p), 0), int(offset))
-        return str(token) if token else None
+        text = headers.get(HEADER) if headers else None
+        if text:
+            token = ConsistencyToken.parse(str(text), self.partitions)
+            self.marks[token.partition] = max(self.marks.get(token.partition, 0), token.offset)
+        return str(text) if text else None
 
 
 async def setup(clients: Sequence[Client], catalogs: Sequence[str], tokens: Tokens) -> None:
@@ -150,7 +152,7 @@ async def totals(clients: Sequence[Client]) -> dict[str, float]:
 async def cluster_loads(
     nodes: Cluster, broker_pid: int | None, args: argparse.Namespace, failures: Failures
 ) -> list[LoadResult]:
-    tokens = Tokens()
+    tokens = Tokens(nodes.config.partitions)
     async with new_session(args.concurrency + 8) as session:
         clients = [Client(session, url, failures, tenant=TENANT) for url in nodes.urls]
         many = [f"c{i:03d}" for i in range(args.catalogs)]
