@@ -1,11 +1,11 @@
 """Which privilege every route needs, on what: one table, checked before any handler.
 
 ``RULES`` maps each route of both APIs (method, path template) to a rule; the
-``authorize`` middleware finds the matched route's rule and runs it before the
-handler, so a refused request is a 403 that has read and written nothing. A route
-with no rule is refused for everyone but service admins (and a test enumerates the
-app's routes against this table). A ``HEAD`` route aiohttp adds to a ``GET`` one
-has the ``GET``'s rule.
+``authorize`` middleware (``metastore.api.middlewares``) finds the matched route's
+rule and runs it before the handler, so a refused request is a 403 that has read and
+written nothing. A route with no rule is refused for everyone but service admins (and
+a test enumerates the app's routes against this table). A ``HEAD`` route aiohttp
+adds to a ``GET`` one has the ``GET``'s rule.
 
 Rules build their securables from the path (and for a few routes the body, parsed
 and schema-checked here once; the handler reuses the parsed body, so a malformed
@@ -23,20 +23,17 @@ needs ``TABLE_WRITE_DATA`` besides ``TABLE_DROP``.
 
 from __future__ import annotations
 
-import logging
 import re
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from aiohttp import web
-from aiohttp.typedefs import Handler
 
 from metastore.api import native_admin as admin
 from metastore.api import native_entities as entities
 from metastore.api import native_grants as grants
 from metastore.api import native_principals as principals
 from metastore.api import params
-from metastore.api.authz import AUTHORIZER, CHECKER
 from metastore.api.guards import (
     Anyone,
     Browse,
@@ -55,74 +52,29 @@ from metastore.api.guards import (
     Rule,
     ServiceAdmin,
 )
-from metastore.api.principal import caller
-from metastore.api.typedefs import CONFIG, IDENTITY, METASTORE
 from metastore.errors import Forbidden
 from metastore.iceberg import catalog_routes, table_routes, view_routes
 from metastore.iceberg.context import PREFIX, catalog_of, flag, identifier, warehouse_of
 from metastore.keys import EntityKey, Kind
 from metastore.names import check_namespace, check_system_name
-from metastore.security.authorizer import Authorizer, Checker
+from metastore.security.authorizer import Checker
 from metastore.security.policy import EVERYTHING, Visibility
 from metastore.security.privileges import Level, Privilege
 from metastore.security.securables import Securable
 
-log = logging.getLogger(__name__)
 P = Privilege
 
 
-# --- the middleware -----------------------------------------------------------------------
+# --- the rule of a route ------------------------------------------------------------------
 
 
 def rule_for(method: str, template: str) -> Rule | None:
+    """The rule of the route ``(method, path template)``; None for a route with none
+    (``metastore.api.middlewares.authorize`` lets only service admins through it)."""
     rule = RULES.get((method, template))
     if rule is None and method == "HEAD":  # aiohttp's HEAD twin of a GET route
         rule = RULES.get(("GET", template))
     return rule
-
-
-@web.middleware
-async def authorize(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Run the matched route's rule before its handler (authentication on only)."""
-    config = request.app[CONFIG]
-    resource = request.match_info.route.resource
-    if not config.auth_enabled or resource is None:  # off, or no route matched (404/405)
-        return await handler(request)
-    rule = rule_for(request.method, resource.canonical)
-    if isinstance(rule, Open):
-        return await handler(request)
-    authorizer = request.app[AUTHORIZER]
-    if isinstance(rule, Metrics):
-        if not config.metrics_auth:
-            return await handler(request)
-        header = request.headers.get("Authorization")
-        principal = await request.app[IDENTITY].auth.verify(header)
-    else:
-        principal = caller(request)
-    checker = authorizer.checker(principal)
-    if not checker.service_admin:  # a changed policy is read in a worker thread
-        checker.use(await authorizer.policies.ready(principal.tenant))
-    if rule is None:
-        log.error("no authorization rule for %s %s", request.method, resource.canonical)
-        if not checker.service_admin:
-            raise Forbidden("this route has no authorization rule: service admins only")
-    else:
-        await rule.check(request, checker)
-    request[CHECKER] = checker
-    return await handler(request)
-
-
-async def _authorizer_ctx(app: web.Application) -> AsyncIterator[None]:
-    identity = app[IDENTITY]
-    app[AUTHORIZER] = Authorizer(app[METASTORE], identity.auth.is_service_admin)
-    yield
-
-
-def setup_authz(app: web.Application) -> None:
-    """The authorization middleware (after authentication) and the authorizer (after
-    the metastore and identity contexts)."""
-    app.middlewares.append(authorize)
-    app.cleanup_ctx.append(_authorizer_ctx)
 
 
 # --- securables from the request ----------------------------------------------------------

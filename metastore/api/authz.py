@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from metastore.security.authorizer import Authorizer, Checker
+from metastore.security.authorizer import Checker
 from metastore.security.policy import EVERYTHING, Visibility
 
-AUTHORIZER = web.AppKey("authorizer", Authorizer)
 CHECKER = "authz-checker"  # request-scoped: set by the authorize middleware (auth on)
 VISIBLE = "authz-visible"  # request-scoped: set on listing routes (auth on)
 

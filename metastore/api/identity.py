@@ -14,11 +14,6 @@ from metastore.config import ServerConfig
 from metastore.security.identity import Identity, IdentitySettings
 
 
-def setup_identity(app: web.Application) -> None:
-    """The identity services (after the metastore's own context, before the APIs')."""
-    app.cleanup_ctx.append(_identity_ctx)
-
-
 def settings_of(config: ServerConfig) -> IdentitySettings:
     return IdentitySettings(
         default_tenant=config.default_tenant,
@@ -33,7 +28,10 @@ def settings_of(config: ServerConfig) -> IdentitySettings:
     )
 
 
-async def _identity_ctx(app: web.Application) -> AsyncIterator[None]:
+async def identity_ctx(app: web.Application) -> AsyncIterator[None]:
+    """The identity services (after the metastore's own contexts, before the APIs'):
+    the token signing key and the configured clients are bootstrapped like the
+    default catalog (``metastore.api.bootstrap``)."""
     config = app[CONFIG]
     identity = Identity.build(app[METASTORE], settings_of(config))
     app[IDENTITY] = identity

@@ -1,5 +1,12 @@
-"""Every error leaves as the Iceberg error shape: {"error": {"message", "type", "code"}};
-every body is received once, within its deadline, before any handler runs."""
+"""Every middleware of the node, in the order ``metastore.api.app`` chains them.
+
+``errors``: every error leaves as the Iceberg error shape {"error": {"message",
+"type", "code"}}. ``read_body``: every body is received once, within its deadline,
+before any handler runs. (Cluster mode: ``metastore.api.peers.authenticate_peers``
+proves node requests, ``metastore.api.routing.route_writes`` sends a write to its
+owner.) ``authenticate``: the caller. ``tenancy``: the caller's tenant's tokens and
+request rate. ``authorize``: the route's rule, before its handler.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +16,15 @@ import logging
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from metastore.api.access import rule_for
+from metastore.api.authz import CHECKER
+from metastore.api.guards import Metrics, Open
 from metastore.api.peers import is_node_request
-from metastore.api.principal import PRINCIPAL
-from metastore.api.typedefs import CONFIG, IDENTITY
+from metastore.api.principal import PRINCIPAL, caller
+from metastore.api.tenancy import charge, check_caller_token
+from metastore.api.typedefs import AUTHORIZER, CONFIG, IDENTITY
 from metastore.api.validation import BODY, receive
-from metastore.errors import MetastoreError, NotOwner, TooManyRequests
+from metastore.errors import Forbidden, MetastoreError, NotOwner, TooManyRequests
 
 log = logging.getLogger(__name__)
 
@@ -98,4 +109,48 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     ):
         header = request.headers.get("Authorization")
         request[PRINCIPAL] = await request.app[IDENTITY].auth.verify(header)
+    return await handler(request)
+
+
+@web.middleware
+async def tenancy(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """After authentication (``metastore.api.tenancy``): the caller's tenant for a
+    consistency token the request's path left unchecked, then one token of the
+    tenant's request bucket; the open paths are neither."""
+    if request.path not in OPEN_PATHS:
+        principal = caller(request)
+        check_caller_token(request, principal)
+        charge(request, principal)
+    return await handler(request)
+
+
+@web.middleware
+async def authorize(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Run the matched route's rule (``metastore.api.access``) before its handler
+    (authentication on only)."""
+    config = request.app[CONFIG]
+    resource = request.match_info.route.resource
+    if not config.auth_enabled or resource is None:  # off, or no route matched (404/405)
+        return await handler(request)
+    rule = rule_for(request.method, resource.canonical)
+    if isinstance(rule, Open):
+        return await handler(request)
+    authorizer = request.app[AUTHORIZER]
+    if isinstance(rule, Metrics):
+        if not config.metrics_auth:
+            return await handler(request)
+        header = request.headers.get("Authorization")
+        principal = await request.app[IDENTITY].auth.verify(header)
+    else:
+        principal = caller(request)
+    checker = authorizer.checker(principal)
+    if not checker.service_admin:  # a changed policy is read in a worker thread
+        checker.use(await authorizer.policies.ready(principal.tenant))
+    if rule is None:
+        log.error("no authorization rule for %s %s", request.method, resource.canonical)
+        if not checker.service_admin:
+            raise Forbidden("this route has no authorization rule: service admins only")
+    else:
+        await rule.check(request, checker)
+    request[CHECKER] = checker
     return await handler(request)

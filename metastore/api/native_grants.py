@@ -21,11 +21,11 @@ from typing import Any
 from aiohttp import web
 
 from metastore.api import params
-from metastore.api.authz import AUTHORIZER, checker, visible
+from metastore.api.authz import checker, visible
 from metastore.api.idempotency import Idempotency
 from metastore.api.native_admin import CATALOG, TENANT
 from metastore.api.principal import principal_of
-from metastore.api.typedefs import METASTORE
+from metastore.api.typedefs import AUTHORIZER, METASTORE
 from metastore.api.validation import read_json
 from metastore.changes import Change, CreateEntity, DeleteEntity, UpdateEntity
 from metastore.commits import CommitOutcome, CommitRequest

@@ -1,4 +1,4 @@
-"""All routes in one place."""
+"""All routes in one place: both APIs, and the node-to-node endpoints of a cluster."""
 
 from __future__ import annotations
 
@@ -6,16 +6,23 @@ from aiohttp import web
 
 from metastore.api import (
     health,
+    internal,
     native_admin,
     native_entities,
     native_grants,
     native_principals,
 )
+from metastore.config import ServerConfig
+from metastore.iceberg.setup import ROUTES as ICEBERG_ROUTES
 
 
-def setup_routes(app: web.Application) -> None:
+def setup_routes(app: web.Application, config: ServerConfig) -> None:
     app.add_routes(health.routes)
     app.add_routes(native_admin.routes)
     app.add_routes(native_entities.routes)
     app.add_routes(native_principals.routes)
     app.add_routes(native_grants.routes)
+    if config.cluster_mode:
+        app.add_routes(internal.routes)
+    for table in ICEBERG_ROUTES:
+        app.add_routes(table)

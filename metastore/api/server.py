@@ -134,7 +134,12 @@ async def _serve(
     runner = web.AppRunner(
         app, keepalive_timeout=config.header_timeout_s, shutdown_timeout=SHUTDOWN_TIMEOUT_S
     )
-    await runner.setup()
+    try:
+        await runner.setup()
+    except BaseException:
+        # close what the cleanup contexts opened before the one that failed
+        await runner.cleanup()
+        raise
     try:
         assert runner.server is not None
         limit = ConnectionLimit(runner.server, config.max_connections)

@@ -12,9 +12,9 @@ name none (listing tenants, ``whoami``, a bare warehouse) act in the caller's te
   the node waits for it when the request names its tenant (``check_token``, from the
   write routing), else after authentication against the caller's tenant (service
   admins, and every caller of a node without authentication, act in any tenant).
-- **Request rate** (``tenancy`` middleware, after authentication, before
-  authorization): every authenticated request spends one token of its tenant's bucket
-  on this node (``metastore.rate``): the caller's tenant, or with authentication off
+- **Request rate** (``charge``, from the ``tenancy`` middleware after authentication,
+  before authorization): every authenticated request spends one token of its tenant's
+  bucket on this node (``metastore.rate``): the caller's tenant, or with authentication off
   the tenant the request names (else the default tenant). Over it: 429
   ``TooManyRequestsException`` with ``Retry-After``, before anything is read or
   written. ``/health``, ``/metrics``, the token endpoint (limited on its own) and
@@ -29,12 +29,10 @@ from collections.abc import Mapping, Sequence
 from urllib.parse import parse_qs
 
 from aiohttp import web
-from aiohttp.typedefs import Handler
 
-from metastore.api.middlewares import OPEN_PATHS
 from metastore.api.peers import PEER
 from metastore.api.principal import caller
-from metastore.api.typedefs import CONFIG, IDENTITY, QUOTAS
+from metastore.api.typedefs import CONFIG, IDENTITY, QUOTAS, RATES, SCOPES
 from metastore.api.validation import BODY
 from metastore.clock import SystemClock
 from metastore.consistency import ConsistencyToken, TokenScopes
@@ -43,10 +41,8 @@ from metastore.iceberg.prefixes import WAREHOUSE_SEPARATOR, decode_prefix, decod
 from metastore.names import check_system_name
 from metastore.quotas import check_properties, names_quota
 from metastore.rate import RateLimiter
-from metastore.security.principal import parse_principal_id
+from metastore.security.principal import Principal, parse_principal_id
 
-RATES = web.AppKey("rates", RateLimiter)  # every tenant's request bucket on this node
-SCOPES = web.AppKey("token_scopes", TokenScopes)  # consistency tokens' tenant tags
 UNSCOPED = "tenancy-token"  # request-scoped: a token to check against the caller's tenant
 CHARGED = "tenancy-charged"  # request-scoped: this request already spent its token
 TOKEN_PATH = "/v1/oauth/tokens"
@@ -89,7 +85,7 @@ def _client_tenant(request: web.Request) -> str | None:
 
 def check_token(request: web.Request, token: ConsistencyToken) -> None:
     """400 for a token of another tenant than the one the request names; a request
-    naming none has its token checked once its caller is known (``tenancy``)."""
+    naming none has its token checked once its caller is known (``check_caller_token``)."""
     tenant = named_tenant(request)
     if tenant is None:
         request[UNSCOPED] = token
@@ -97,19 +93,23 @@ def check_token(request: web.Request, token: ConsistencyToken) -> None:
         request.app[SCOPES].check(token, tenant)
 
 
-@web.middleware
-async def tenancy(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """After authentication: the caller's tenant for a token the request's path left
-    unchecked, then one token of the tenant's request bucket."""
-    config = request.app[CONFIG]
-    principal = caller(request)
-    if config.auth_enabled and request.path not in OPEN_PATHS:
-        token = request.get(UNSCOPED)
-        if token is not None and not request.app[IDENTITY].auth.is_service_admin(principal):
-            request.app[SCOPES].check(token, principal.tenant)
-    if request.path in OPEN_PATHS or request.get(PEER) is not None or request.get(CHARGED):
-        return await handler(request)
+def check_caller_token(request: web.Request, principal: Principal) -> None:
+    """After authentication (on): a token the request's path left unchecked
+    (``check_token``) must be of the caller's tenant, unless a service admin calls."""
+    if not request.app[CONFIG].auth_enabled:
+        return
+    token = request.get(UNSCOPED)
+    if token is not None and not request.app[IDENTITY].auth.is_service_admin(principal):
+        request.app[SCOPES].check(token, principal.tenant)
+
+
+def charge(request: web.Request, principal: Principal) -> None:
+    """One token of the tenant's request bucket on this node, once per request (a
+    forwarded request spent it where it arrived); 429 past the tenant's rate."""
+    if request.get(PEER) is not None or request.get(CHARGED):
+        return
     request[CHARGED] = True
+    config = request.app[CONFIG]
     tenant = principal.tenant if config.auth_enabled else named_tenant(request)
     tenant = tenant or config.default_tenant
     quota = request.app[QUOTAS].of(tenant)
@@ -121,7 +121,6 @@ async def tenancy(request: web.Request, handler: Handler) -> web.StreamResponse:
                 f" per second on this node, quota.requests-per-second); retry in {wait} s",
                 wait,
             )
-    return await handler(request)
 
 
 def guard_quota(request: web.Request, updates: Mapping[str, str], removals: Sequence[str]) -> None:
@@ -140,7 +139,6 @@ def guard_quota(request: web.Request, updates: Mapping[str, str], removals: Sequ
 
 
 def setup_tenancy(app: web.Application) -> None:
-    """The tenancy middleware (after authentication, before authorization) and its state."""
-    app.middlewares.append(tenancy)
+    """The tenancy state: request buckets and the consistency tokens' tenant tags."""
     app[RATES] = RateLimiter(SystemClock())
     app[SCOPES] = TokenScopes(app[CONFIG].cluster_key)

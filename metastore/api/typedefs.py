@@ -1,8 +1,13 @@
-"""Typed application state: every shared object lives under one ``web.AppKey``."""
+"""Typed application state: every shared object lives under one ``web.AppKey``.
+
+The cleanup contexts (``metastore.api.contexts``) set them in startup order, each
+from the ones set before it; handlers and middlewares only read them.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import aiohttp
 from aiohttp import web
@@ -11,17 +16,28 @@ from metastore.catalog_storage import CatalogStorage
 from metastore.cluster.node import ClusterNode
 from metastore.cluster.peer_auth import Peers
 from metastore.config import ServerConfig
+from metastore.consistency import TokenScopes
+from metastore.iceberg.services import Iceberg
 from metastore.leases import NodeLeaser
+from metastore.persistence.base import Persistence
 from metastore.quotas import TenantQuotas
+from metastore.rate import RateLimiter
+from metastore.security.authorizer import Authorizer
 from metastore.security.identity import Identity
 from metastore.service import Metastore
 
 CONFIG = web.AppKey("config", ServerConfig)
-METASTORE = web.AppKey("metastore", Metastore)
+PERSISTENCE: web.AppKey[Persistence] = web.AppKey("persistence")  # RocksDB, or the cluster's
+COMMIT_THREADS = web.AppKey("commit_threads", ThreadPoolExecutor)  # durable writes, the lease
 LEASER = web.AppKey("leaser", NodeLeaser)
-IDENTITY = web.AppKey("identity", Identity)  # principals, tokens, the auth checks
+METASTORE = web.AppKey("metastore", Metastore)
 STORAGE = web.AppKey("storage", CatalogStorage)  # every catalog's storage (both APIs)
 QUOTAS = web.AppKey("quotas", TenantQuotas)  # each tenant's quota (rate, entity counts)
+IDENTITY = web.AppKey("identity", Identity)  # principals, tokens, the auth checks
+AUTHORIZER = web.AppKey("authorizer", Authorizer)  # every route's check, listings' filters
+ICEBERG = web.AppKey("iceberg", Iceberg)  # the Iceberg REST layer's services
+RATES = web.AppKey("rates", RateLimiter)  # every tenant's request bucket on this node
+SCOPES = web.AppKey("token_scopes", TokenScopes)  # consistency tokens' tenant tags
 
 Stats = Callable[[], dict[str, tuple[str, str, int]]]  # name -> (type, help, value)
 STATS: web.AppKey[Stats] = web.AppKey("stats")

@@ -1,4 +1,4 @@
-"""The Iceberg layer's shared state (one typed ``AppKey``) and request helpers."""
+"""What every Iceberg handler reads from its request: the ``Call``, names, bodies, flags."""
 
 from __future__ import annotations
 
@@ -16,14 +16,12 @@ from metastore.api import params
 from metastore.api.idempotency import once
 from metastore.api.principal import PRINCIPAL as PRINCIPAL  # the auth middleware sets it
 from metastore.api.principal import caller, principal_of
-from metastore.api.typedefs import CONFIG, METASTORE
+from metastore.api.typedefs import CONFIG, ICEBERG, METASTORE
 from metastore.api.validation import body_of, off_loop, read_json
 from metastore.errors import BadRequest, ValidationFailed
-from metastore.iceberg.files import Warehouse
 from metastore.iceberg.idempotency import Idempotency
 from metastore.iceberg.prefixes import decode_prefix, decode_warehouse
-from metastore.iceberg.tables import Tables
-from metastore.iceberg.views import Views
+from metastore.iceberg.services import Iceberg
 from metastore.keys import EntityKey, Kind
 from metastore.names import check_name, check_namespace
 from metastore.service import Metastore
@@ -31,16 +29,6 @@ from metastore.service import Metastore
 M = TypeVar("M", bound=BaseModel)
 PREFIX = "/v1/{prefix}"
 _CALL = "iceberg-call"  # request-scoped: the Call, built once
-
-
-@dataclass(frozen=True, slots=True)
-class Iceberg:
-    tables: Tables
-    views: Views
-    warehouse: Warehouse
-
-
-ICEBERG = web.AppKey("iceberg", Iceberg)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,52 @@
+"""The counters ``/metrics`` exposes: the engine's, the Iceberg purges', the cluster's."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from metastore.api.typedefs import CLUSTER, ICEBERG, ROUTING_STATS
+from metastore.cache import ObjectCache
+from metastore.commits import Committer
+from metastore.lanes import CommitLanes
+
+
+def engine_stats(
+    app: web.Application, lanes: CommitLanes, committer: Committer, cache: ObjectCache
+) -> dict[str, tuple[str, str, int]]:
+    """Name -> (type, help, value), read when ``/metrics`` is asked (the Iceberg services
+    and the cluster node are read then: both are set once the node has started)."""
+    stats = {
+        "metastore_commits_total": ("counter", "commits acknowledged", lanes.commits),
+        "metastore_commit_batches_total": ("counter", "durable writes", lanes.batches),
+        "metastore_cas_retries_total": ("counter", "lost compare-and-swaps", committer.cas_retries),
+        "metastore_cache_hits_total": ("counter", "object cache hits", cache.hits),
+        "metastore_cache_misses_total": ("counter", "object cache misses", cache.misses),
+        "metastore_cache_bytes": ("gauge", "bytes of cached objects", cache.size_bytes),
+    }
+    iceberg = app.get(ICEBERG)
+    if iceberg is not None:
+        stats |= iceberg.tables.purges.stats()
+    node = app.get(CLUSTER)
+    if node is not None:
+        routing = app[ROUTING_STATS]
+        view = node.view.stats
+        stats |= {
+            "metastore_view_records_total": (
+                "counter",
+                "changelog records consumed",
+                view.consumed,
+            ),
+            "metastore_view_dropped_total": (
+                "counter",
+                "changelog records the view dropped (stale epoch or HEAD)",
+                node.store.dropped,
+            ),
+            "metastore_owned_partitions": ("gauge", "partitions this node owns", len(node.owned())),
+            "metastore_forwarded_total": ("counter", "writes forwarded", routing["forwarded"]),
+            "metastore_forward_retries_total": (
+                "counter",
+                "forwards retried (not owner / unreachable)",
+                routing["forward_retries"],
+            ),
+        }
+    return stats
