@@ -28,10 +28,10 @@ import pytest_asyncio
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
 
+from harness.node import NodeProcess
 from metastore.api.access import RULES
 from metastore.api.app import create_app
 from metastore.config import ServerConfig
-from metastore.procs import NodeProcess
 
 from .access_support import ROOT, SECRET, Admin, Caller, login, secured_env, seg, tenant_path
 from .support import TIMEOUT, Api, Reply, unique
