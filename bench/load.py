@@ -1,10 +1,11 @@
-"""Load generation shared by the HTTP benchmarks.
+"""Load generation and measurement shared by the benchmarks.
 
 A closed loop: ``concurrency`` workers each send one request, wait for the answer,
 and send the next until the time is up; latencies of the successful requests are
 kept for nearest-rank percentiles. Unexpected answers are counted in ``Failures``
 (never raised), and ``Progress`` prints a count line every ``PROGRESS_EVERY_S``
-seconds while a phase runs.
+seconds while a phase runs (the PyIceberg workload, single client and sequential,
+uses ``Progress`` and ``Latency`` too).
 """
 
 from __future__ import annotations

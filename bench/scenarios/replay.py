@@ -1,8 +1,8 @@
 """Phase 4 of the cluster benchmark: replay a log next to a raw consumer of it.
 
 The replay is the function behind ``metastore replay`` (fresh directory, its own
-progress bar turned into progress lines); the raw consumer (``bench/scenarios/raw_broker.py``)
-reads the same topics with the same batch and poll slice. Both rates exclude the
+progress bar turned into progress lines); the raw consumer (``raw_broker.py``) reads
+the same topics with the same batch and poll slice. Both rates exclude the
 idle window that proves the end was reached: the replay's by subtracting it, the
 raw consumer's by stopping its clock at the last record.
 """
