@@ -28,7 +28,7 @@ test: setup ## run the whole test suite, slow tests included
 test-fast: setup ## run the suite without the slow tests
 	$(PY) -m pytest -m "not slow" $(ARGS)
 
-lint: setup ## ruff (lint + format check) and mypy --strict on metastore/
+lint: setup ## ruff (lint + format check) and mypy --strict (metastore, workers, harness, bench)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
