@@ -9,6 +9,7 @@ broker are in ``tests/cluster/test_view.py``.
 from __future__ import annotations
 
 import copy
+import pickle
 from collections.abc import Sequence
 
 import pytest
@@ -305,3 +306,18 @@ def test_the_stored_keys_give_back_the_state() -> None:
     )
     assert view.state.pending and restored.pending == {}
     assert restored.floor(log.partition) == 7 and restored.dropped == 1
+
+
+def test_a_state_and_a_context_survive_pickling() -> None:
+    """A batch job ships them between processes; the copies decide the same."""
+    log, view = Log(), DictView()
+    refs_barrier, objects_barrier = log.barrier()
+    view.apply([refs_barrier, objects_barrier, log.ref(None, log.ref_value(1), objects_offset=9)])
+    state, context = pickle.loads(pickle.dumps((view.state, CONTEXT)))
+    assert state == view.state and state.pending == view.state.pending
+
+    more = [*log.objects(log.obj(1)), log.updateable(1, None, "t")]
+    kv = dict(view.kv)
+    assert apply_records(state, more, kv.get, context) == apply_records(
+        view.state, more, kv.get, CONTEXT
+    )

@@ -93,6 +93,10 @@ class ApplyContext:
         versions = {name: self.codec.version(name) for name in VERSIONED}
         object.__setattr__(self, "versions", MappingProxyType(versions))
 
+    def __reduce__(self) -> tuple[type[ApplyContext], tuple[object, ...]]:
+        """Pickled as its inputs (a batch job ships it to its tasks)."""
+        return type(self), (dict(self.topics), self.partitions, self.codec)
+
     @classmethod
     def of(cls, config: ClusterConfig, codec: Codec) -> ApplyContext:
         return cls(

@@ -89,6 +89,11 @@ class ViewState:
             dropped,
         )
 
+    def __reduce__(self) -> tuple[Callable[..., ViewState], tuple[object, ...]]:
+        """Pickled as plain dicts (a batch job ships states between processes)."""
+        mappings = (self.offsets, self.barriers, self.floors, self.pending)
+        return _restore, (*(dict(m) for m in mappings), self.dropped)
+
     def offset(self, role: Role, partition: int) -> int:
         """The next offset of ``role[partition]`` to read; all below are applied or dropped."""
         return self.offsets.get((role, partition), 0)
@@ -130,6 +135,18 @@ class ViewState:
         if queue:
             return queue[-1].offset + 1
         return self.offset("refs", partition)
+
+
+def _restore(
+    offsets: Mapping[tuple[Role, int], int],
+    barriers: Mapping[tuple[Role, int], PartitionBarrier],
+    floors: Mapping[int, int],
+    pending: Mapping[int, Iterable[Held]],
+    dropped: int,
+) -> ViewState:
+    return ViewState.of(
+        offsets=offsets, barriers=barriers, floors=floors, pending=pending, dropped=dropped
+    )
 
 
 def decode_state(
