@@ -1,5 +1,6 @@
 """``metastore`` command line: ``serve`` runs a node (embedded by default); ``topics``
-manages the cluster mode's changelog topics."""
+manages the cluster mode's changelog topics; ``replay`` rebuilds a view; ``audit`` and
+``export`` are the data pipeline's jobs on Spark (``metastore.pipeline``)."""
 
 from __future__ import annotations
 
@@ -54,6 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_topics(commands)
     _add_replay(commands)
+    from metastore.pipeline import commands as pipeline
+
+    pipeline.add_parsers(commands)
     return parser
 
 
@@ -119,6 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from metastore.cluster import replay
 
         return replay.run(args)
+    if args.command in ("audit", "export"):
+        from metastore.pipeline import cli as pipeline_cli
+
+        return pipeline_cli.run(args)
     return 2
 
 

@@ -30,6 +30,7 @@ from typing import Any
 from aiohttp import web
 
 from metastore.api import native_admin as admin
+from metastore.api import native_checkpoints as checkpoints
 from metastore.api import native_entities as entities
 from metastore.api import native_grants as grants
 from metastore.api import native_principals as principals
@@ -328,6 +329,10 @@ _TABLE: dict[tuple[str, str], Rule] = {
     ("POST", "/v1/oauth/tokens"): OPEN,
     ("GET", "/api/v1/whoami"): ANYONE,
     ("POST", principals.TOKEN_KEYS + "/rotate"): ServiceAdmin(),
+    # checkpoints of the node's database for the data pipeline
+    ("POST", checkpoints.CHECKPOINTS): ServiceAdmin(),
+    ("GET", checkpoints.CHECKPOINTS): ServiceAdmin(),
+    ("DELETE", checkpoints.CHECKPOINT): ServiceAdmin(),
     ("POST", "/internal/v1/updateables"): Internal(),
     ("GET", "/internal/v1/view"): Internal(),
     # tenants

@@ -8,6 +8,7 @@ from metastore.api import (
     health,
     internal,
     native_admin,
+    native_checkpoints,
     native_entities,
     native_grants,
     native_principals,
@@ -19,6 +20,7 @@ from metastore.iceberg.setup import ROUTES as ICEBERG_ROUTES
 def setup_routes(app: web.Application, config: ServerConfig) -> None:
     app.add_routes(health.routes)
     app.add_routes(native_admin.routes)
+    app.add_routes(native_checkpoints.routes)
     app.add_routes(native_entities.routes)
     app.add_routes(native_principals.routes)
     app.add_routes(native_grants.routes)

@@ -409,6 +409,12 @@ ROWS: dict[tuple[str, str], Row] = {
         fixed("GET", "/api/v1/whoami"), ok_for(200, *ALL_IN_TENANT, "other")
     ),
     ("POST", "/api/v1/token-keys/rotate"): Row(fixed("POST", "/api/v1/token-keys/rotate"), {}),
+    # checkpoints of the node's database (the data pipeline): service admins only
+    ("POST", "/api/v1/admin/checkpoints"): Row(fixed("POST", "/api/v1/admin/checkpoints"), {}),
+    ("GET", "/api/v1/admin/checkpoints"): Row(fixed("GET", "/api/v1/admin/checkpoints"), {}),
+    ("DELETE", "/api/v1/admin/checkpoints/{checkpoint}"): Row(
+        fixed("DELETE", "/api/v1/admin/checkpoints/ck-0000000000000-00000000"), {}
+    ),
     # tenants
     ("GET", "/api/v1/tenants"): Row(
         fixed("GET", "/api/v1/tenants"),

@@ -1,0 +1,38 @@
+"""The command-line parsers of the pipeline jobs (no Spark import: ``metastore serve``
+starts without loading it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from metastore.pipeline.options import add_common
+
+DEFAULT_NAMESPACE = "metastore_export"  # of the registered export tables
+
+
+def add_parsers(commands: Any) -> None:
+    audit = commands.add_parser(
+        "audit",
+        help="referential integrity: report what dangles (exit 1 if anything does)",
+        description="Check that every reference of a catalog, tenant or everything resolves.",
+    )
+    add_common(audit)
+    export = commands.add_parser(
+        "export",
+        help="current state and full commit history to Parquet (optionally as Iceberg tables)",
+        description="Export namespaces, tables, views, principals, grants and commits.",
+    )
+    add_common(export)
+    export.add_argument(
+        "--register",
+        nargs="?",
+        const="",
+        metavar="WAREHOUSE",
+        help="also register the export as Iceberg tables through --url, in the catalog "
+        "WAREHOUSE names (catalog or tenant/catalog; default: the caller's default catalog)",
+    )
+    export.add_argument(
+        "--register-namespace",
+        default=DEFAULT_NAMESPACE,
+        help=f"namespace of the registered tables (default {DEFAULT_NAMESPACE})",
+    )
