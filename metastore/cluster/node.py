@@ -10,6 +10,7 @@ the view stops.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -92,7 +93,7 @@ class ClusterNode:
                 self.view,
                 self.url,
                 self._clock_us,
-                may_own=lambda p=p: self.membership.owns(p),  # type: ignore[misc]
+                may_own=functools.partial(self.membership.owns, p),
             )
             with self._lock:
                 previous = self._owners.pop(p, None)
