@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from metastore.changes import Change, CreateEntity, UpdateEntity
-from metastore.commits import CommitRequest, Record
+from metastore.commits import CommitOutcome, CommitRequest, Record
 from metastore.config import ServerConfig
 from metastore.credentials import Credentials, CredentialSources
 from metastore.errors import (
@@ -177,15 +177,18 @@ class CatalogStorage:
         """The record a catalog's creation writes in its root commit."""
         return (CreateEntity(STORAGE_RECORD, storage.to_properties()),)
 
-    def update_request(
+    async def update(
         self,
-        current: Entity | None,
+        tenant: str,
+        catalog: str,
         storage: Storage,
         expected_version: int | None,
         principal: str,
         record: Record | None,
-    ) -> CommitRequest:
-        """Replace the catalog's storage record (create it for a catalog without one)."""
+    ) -> CommitOutcome:
+        """Replace the catalog's storage record (create it for a catalog without one),
+        iff it is still at ``expected_version`` when given."""
+        current = self.recorded(tenant, catalog)
         requirements: tuple[Requirement, ...] = ()
         change: Change
         if current is None:
@@ -200,8 +203,9 @@ class CatalogStorage:
             if expected_version is not None:
                 requirements = (AssertVersion(STORAGE_RECORD, expected_version),)
             change = UpdateEntity(STORAGE_RECORD, storage.to_properties())
-        return CommitRequest(
-            requirements, (change,), principal, "update catalog storage", record=record
+        operation = "update catalog storage"
+        return await self._metastore.change(
+            tenant, catalog, (change,), principal, operation, requirements, record
         )
 
     # --- catalogs from before storage was recorded ------------------------------------

@@ -211,6 +211,25 @@ class Metastore:
             WRITTEN.set(self._consistency(tenant, catalog))
         return outcome
 
+    async def change(
+        self,
+        tenant: str,
+        catalog: str,
+        changes: Sequence[Change],
+        principal: str,
+        operation: str,
+        requirements: Sequence[Requirement] = (),
+        record: Record | None = None,
+    ) -> CommitOutcome:
+        """Change entities of a catalog in one commit, iff every requirement holds: what
+        creating, updating, dropping and renaming namespaces, tables and views, and a
+        multi-entity commit, come down to on both APIs. ``record``: the idempotency
+        record, built from the commit's id (``CommitRequest.record``)."""
+        request = CommitRequest(
+            tuple(requirements), tuple(changes), principal, operation, record=record
+        )
+        return await self.commit(tenant, catalog, request)
+
     # --- tenants -----------------------------------------------------------------------
 
     async def create_tenant(

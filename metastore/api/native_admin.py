@@ -178,14 +178,10 @@ async def update_storage(request: web.Request) -> web.Response:
     await asyncio.to_thread(storages.check, tenant, catalog, storage, given=True)
     principal = principal_of(request)
 
-    async def attempt(record: Record | None) -> CommitOutcome:
-        current = storages.recorded(tenant, catalog)
-        expected = body.get("expected-version")
-        commit = storages.update_request(current, storage, expected, principal, record)
-        return await metastore.commit(tenant, catalog, commit)
-
+    expected = body.get("expected-version")
     outcome = await Idempotency.of(request, metastore, tenant, catalog).run(
-        attempt, lambda first: first
+        lambda record: storages.update(tenant, catalog, storage, expected, principal, record),
+        lambda first: first,
     )
     entity = metastore.get_catalog(tenant, catalog)
     return web.json_response(_catalog_json(catalog, entity, _recorded(outcome)))

@@ -16,7 +16,7 @@ from metastore.api.render import entity_json, outcome_json
 from metastore.api.typedefs import CONFIG, METASTORE, STORAGE
 from metastore.api.validation import read_json
 from metastore.changes import Change, CreateEntity, DeleteEntity, RenameEntity, UpdateEntity
-from metastore.commits import CommitOutcome, CommitRequest
+from metastore.commits import CommitOutcome
 from metastore.errors import BadRequest
 from metastore.keys import EntityKey, Kind
 from metastore.locations import check_inside
@@ -73,9 +73,11 @@ async def _commit(
     tenant, catalog = params.tenant(request), params.catalog(request)
     metastore = request.app[METASTORE]
     changes = tuple(_contained(request, change) for change in changes)
-    commit = CommitRequest(requirements, changes, principal_of(request), operation)
+    principal = principal_of(request)
     return await Idempotency.of(request, metastore, tenant, catalog).run(
-        lambda record: metastore.commit(tenant, catalog, replace(commit, record=record)),
+        lambda record: metastore.change(
+            tenant, catalog, changes, principal, operation, requirements, record
+        ),
         lambda first: first,
     )
 

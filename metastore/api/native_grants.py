@@ -14,8 +14,6 @@ built-in ``tenant_admin`` role.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
@@ -27,8 +25,7 @@ from metastore.api.native_admin import CATALOG, TENANT
 from metastore.api.principal import principal_of
 from metastore.api.typedefs import AUTHORIZER, METASTORE
 from metastore.api.validation import read_json
-from metastore.changes import Change, CreateEntity, DeleteEntity, UpdateEntity
-from metastore.commits import CommitOutcome, CommitRequest
+from metastore.commits import CommitOutcome
 from metastore.errors import (
     AlreadyExists,
     BadRequest,
@@ -38,31 +35,25 @@ from metastore.errors import (
     NoSuchRole,
     NotFound,
 )
-from metastore.keys import SYSTEM_CATALOG, EntityKey
+from metastore.keys import SYSTEM_CATALOG
 from metastore.model import Entity
 from metastore.names import check_system_name
-from metastore.requirements import AssertEntityId, AssertVersion, Requirement
+from metastore.security import policy_changes as changes
 from metastore.security.grants import (
-    GRANT,
-    MEMBER,
     PRINCIPAL,
-    ROLE_GRANT,
     TENANT_ADMIN,
     Grant,
     Grantee,
-    Record,
-    catalog_role_record,
+    catalog_role_key,
     check_user_properties,
-    grant_record,
-    member_record,
     principal_role_key,
-    role_grant_record,
     securable_json,
     securable_path,
     system_key,
     user_properties,
 )
 from metastore.security.policy import CatalogRole, Policy
+from metastore.security.policy_changes import PolicyChange
 from metastore.security.privileges import Privilege
 
 routes = web.RouteTableDef()
@@ -137,47 +128,14 @@ def _grant_json(grant: Grant) -> dict[str, Any]:
     }
 
 
-async def _commit(
-    request: web.Request,
-    tenant: str,
-    requirements: Sequence[Requirement],
-    changes: Sequence[Change],
-    operation: str,
-) -> CommitOutcome:
+async def _commit(request: web.Request, tenant: str, change: PolicyChange) -> CommitOutcome:
     """One commit to the tenant's system catalog; a retried ``Idempotency-Key`` gets the
     first outcome."""
-    metastore = request.app[METASTORE]
-    commit = CommitRequest(tuple(requirements), tuple(changes), principal_of(request), operation)
+    metastore, principal = request.app[METASTORE], principal_of(request)
     return await Idempotency.of(request, metastore, tenant, SYSTEM_CATALOG).run(
-        lambda record: metastore.commit(tenant, SYSTEM_CATALOG, replace(commit, record=record)),
+        lambda record: change.commit(metastore, tenant, principal, record),
         lambda first: first,
     )
-
-
-def _put(policy: Policy, record: Record) -> tuple[list[Requirement], Change] | None:
-    """The change writing a link record: None if it is there already as given; an update
-    of a stale one (a link of a deleted role, say) that must still be the one read."""
-    key, properties = record
-    current = policy.records.get(key.name)
-    if current is None:
-        return [], CreateEntity(key, properties)
-    if dict(current.properties) == properties:
-        return None
-    stale = [k for k in current.properties if k not in properties]
-    return [AssertVersion(key, current.version)], UpdateEntity(key, properties, tuple(stale))
-
-
-def _deletions(policy: Policy, *prefixes: str) -> list[Change]:
-    return [DeleteEntity(system_key(name)) for name in policy.dependents(*prefixes)]
-
-
-def _entity_id(entity: Entity | None) -> str:
-    return "" if entity is None else str(entity.entity_id)
-
-
-def _same(key: EntityKey, entity: Entity | None) -> list[Requirement]:
-    """The linked record is still the one read (not deleted, maybe re-created, since)."""
-    return [] if entity is None else [AssertEntityId(key, entity.entity_id)]
 
 
 def _privilege(body: dict[str, Any]) -> Privilege:
@@ -215,9 +173,10 @@ async def create_principal_role(request: web.Request) -> web.Response:
         raise AlreadyExists(f"{TENANT_ADMIN} is built in")
     properties = check_user_properties(body.get("properties", {}))
     request.app[METASTORE].check_tenant(tenant)
-    change = CreateEntity(principal_role_key(name), properties)
-    outcome = await _commit(request, tenant, (), (change,), "create principal role")
-    return web.json_response(_role_json(name, outcome.entities[change.key]), status=201)
+    outcome = await _commit(request, tenant, changes.create_principal_role(name, properties))
+    return web.json_response(
+        _role_json(name, outcome.entities[principal_role_key(name)]), status=201
+    )
 
 
 @routes.get(PRINCIPAL_ROLE)
@@ -235,12 +194,7 @@ async def delete_principal_role(request: web.Request) -> web.Response:
     entity = _principal_role(policy, role)
     if entity is None:
         raise BadRequest(f"{TENANT_ADMIN} is built in; it cannot be deleted")
-    key = principal_role_key(role)
-    changes = [
-        DeleteEntity(key),
-        *_deletions(policy, f"{MEMBER}{role}:", f"{ROLE_GRANT}{role}:", f"{GRANT}p:{role}:"),
-    ]
-    await _commit(request, tenant, _same(key, entity), changes, "delete principal role")
+    await _commit(request, tenant, changes.delete_principal_role(policy, role, entity))
     return web.Response(status=204)
 
 
@@ -271,13 +225,11 @@ async def add_member(request: web.Request) -> web.Response:
         principal = request.app[METASTORE].get_entity(tenant, SYSTEM_CATALOG, principal_key)
     except NotFound:
         raise NotFound(f"principal does not exist: {name}") from None
-    put = _put(policy, member_record(role, _entity_id(entity), name, _entity_id(principal)))
+    change = changes.add_member(policy, role, entity, name, principal)
     result = {"principal-role": role, "principal": name}
-    if put is None:
+    if change is None:
         return web.json_response(result)
-    requirements, change = put
-    requirements += _same(principal_role_key(role), entity) + _same(principal_key, principal)
-    await _commit(request, tenant, requirements, (change,), "give principal role")
+    await _commit(request, tenant, change)
     return web.json_response(result, status=201)
 
 
@@ -291,10 +243,9 @@ async def remove_member(request: web.Request) -> web.Response:
         caller = checker(request)
         if caller is not None and not (caller.service_admin or caller.access.admin):
             raise Forbidden(f"only tenant admins may take the {TENANT_ADMIN} role away")
-    key, _ = member_record(role, "", name, "")
-    if key.name not in policy.records:
+    if changes.member_key(role, name).name not in policy.records:
         raise NoSuchRole(f"principal {name} does not hold the principal role {role}")
-    await _commit(request, tenant, (), (DeleteEntity(key),), "take principal role")
+    await _commit(request, tenant, changes.remove_member(role, name))
     return web.Response(status=204)
 
 
@@ -325,15 +276,11 @@ async def grant_catalog_role(request: web.Request) -> web.Response:
     target = policy.catalog_role(catalog, name, _catalog_id(request, tenant, catalog))
     if target is None:
         raise NoSuchRole(f"catalog role does not exist: {catalog}.{name}")
-    record = role_grant_record(role, _entity_id(entity), catalog, name, _entity_id(target.entity))
-    put = _put(policy, record)
+    change = changes.grant_catalog_role(policy, role, entity, target)
     result = {"catalog": catalog, "name": name}
-    if put is None:
+    if change is None:
         return web.json_response(result)
-    requirements, change = put
-    requirements += _same(principal_role_key(role), entity)
-    requirements += _same(target.entity.key, target.entity)
-    await _commit(request, tenant, requirements, (change,), "grant catalog role")
+    await _commit(request, tenant, change)
     return web.json_response(result, status=201)
 
 
@@ -343,10 +290,9 @@ async def revoke_catalog_role(request: web.Request) -> web.Response:
     catalog = params.catalog(request)
     name = _role_name(request, "catalog_role")
     policy = _policy(request, tenant)
-    key, _ = role_grant_record(role, "", catalog, name, "")
-    if key.name not in policy.records:
+    if changes.role_grant_key(role, catalog, name).name not in policy.records:
         raise NoSuchGrant(f"catalog role {catalog}.{name} is not granted to {role}")
-    await _commit(request, tenant, (), (DeleteEntity(key),), "revoke catalog role")
+    await _commit(request, tenant, changes.revoke_catalog_role(role, catalog, name))
     return web.Response(status=204)
 
 
@@ -391,20 +337,17 @@ async def revoke_from_principal_role(request: web.Request) -> web.Response:
 async def _grant(
     request: web.Request, tenant: str, policy: Policy, grant: Grant, grantee: Entity
 ) -> web.Response:
-    put = _put(policy, grant_record(grant, str(grantee.entity_id)))
-    if put is None:
+    change = changes.grant(policy, grant, grantee)
+    if change is None:
         return web.json_response(_grant_json(grant))
-    requirements, change = put
-    requirements += _same(grantee.key, grantee)
-    await _commit(request, tenant, requirements, (change,), f"grant {grant.privilege.name}")
+    await _commit(request, tenant, change)
     return web.json_response(_grant_json(grant), status=201)
 
 
 async def _revoke(request: web.Request, tenant: str, policy: Policy, grant: Grant) -> web.Response:
     if grant.key.name not in policy.records:
         raise NoSuchGrant(f"no such grant: {grant.privilege.name} to {grant.grantee.role}")
-    change = DeleteEntity(grant.key)
-    await _commit(request, tenant, (), (change,), f"revoke {grant.privilege.name}")
+    await _commit(request, tenant, changes.revoke(grant))
     return web.Response(status=204)
 
 
@@ -433,27 +376,10 @@ async def create_catalog_role(request: web.Request) -> web.Response:
     catalog_id = _catalog_id(request, tenant, catalog)
     if policy.catalog_role(catalog, name, catalog_id) is not None:
         raise AlreadyExists(f"catalog role already exists: {catalog}.{name}")
-    key, props = catalog_role_record(catalog, name, catalog_id, properties)
-    stale = policy.records.get(key.name)
-    changes: list[Change] = [CreateEntity(key, props)]
-    requirements: list[Requirement] = []
-    if stale is not None:
-        removed = tuple(k for k in stale.properties if k not in props)
-        changes = [UpdateEntity(key, props, removed), *_catalog_role_links(policy, catalog, name)]
-        requirements = [AssertVersion(key, stale.version)]
-    outcome = await _commit(request, tenant, requirements, changes, "create catalog role")
-    return web.json_response(_role_json(name, outcome.entities[key]), status=201)
-
-
-def _catalog_role_links(policy: Policy, catalog: str, name: str) -> list[Change]:
-    """Deletions of what links to catalog role ``name``: its grants, its role grants."""
-    suffix = f":{catalog}:{name}"
-    role_grants = [
-        DeleteEntity(system_key(n))
-        for n in policy.dependents(ROLE_GRANT)
-        if n.endswith(suffix) and n.count(":") == 3
-    ]
-    return [*role_grants, *_deletions(policy, f"{GRANT}c:{catalog}:{name}:")]
+    change = changes.create_catalog_role(policy, catalog, name, catalog_id, properties)
+    outcome = await _commit(request, tenant, change)
+    entity = outcome.entities[catalog_role_key(catalog, name)]
+    return web.json_response(_role_json(name, entity), status=201)
 
 
 @routes.get(CATALOG_ROLE_PATH)
@@ -468,10 +394,7 @@ async def delete_catalog_role(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
     policy = _policy(request, tenant)
     role = _catalog_role(request, policy, tenant, catalog)
-    changes = [DeleteEntity(role.entity.key), *_catalog_role_links(policy, catalog, role.name)]
-    await _commit(
-        request, tenant, _same(role.entity.key, role.entity), changes, "delete catalog role"
-    )
+    await _commit(request, tenant, changes.delete_catalog_role(policy, role))
     return web.Response(status=204)
 
 

@@ -11,7 +11,6 @@ from metastore.api.authz import visible
 from metastore.api.typedefs import CONFIG, METASTORE
 from metastore.api.validation import read_json
 from metastore.changes import CreateEntity, DeleteEntity, UpdateEntity
-from metastore.commits import CommitRequest
 from metastore.errors import BadRequest, CommitConflict
 from metastore.iceberg.context import PREFIX, Call, idempotent, json_response, warehouse_of
 from metastore.iceberg.prefixes import encode_prefix
@@ -98,11 +97,10 @@ async def create_namespace(request: web.Request) -> web.Response:
     body = await read_json(request, "iceberg_create_namespace")
     key = EntityKey.namespace_key(check_namespace(body["namespace"]))
     result = {"namespace": list(key.path), "properties": body.get("properties", {})}
-    change = CreateEntity(key, body.get("properties", {}))
-    request_ = CommitRequest(
-        (), (change, *call.idempotency.record(200, result)), call.principal, "create namespace"
+    changes = (CreateEntity(key, body.get("properties", {})), *call.idempotency.record(200, result))
+    await call.metastore.change(
+        call.tenant, call.catalog, changes, call.principal, "create namespace"
     )
-    await call.metastore.commit(call.tenant, call.catalog, request_)
     return json_response(result)
 
 
@@ -125,8 +123,8 @@ async def namespace_exists(request: web.Request) -> web.Response:
 async def drop_namespace(request: web.Request) -> web.Response:
     call = Call.of(request)
     changes = (DeleteEntity(_ns_key(request)), *call.idempotency.record(204))
-    await call.metastore.commit(
-        call.tenant, call.catalog, CommitRequest((), changes, call.principal, "drop namespace")
+    await call.metastore.change(
+        call.tenant, call.catalog, changes, call.principal, "drop namespace"
     )
     return web.Response(status=204)
 
@@ -153,14 +151,12 @@ async def update_namespace(request: web.Request) -> web.Response:
             UpdateEntity(key, updates, tuple(removals)),
             *call.idempotency.record(200, result),
         )
-        commit = CommitRequest(
-            (AssertVersion(key, entity.version),),
-            changes,
-            call.principal,
-            "update namespace properties",
-        )
+        requirements = (AssertVersion(key, entity.version),)
+        operation = "update namespace properties"
         try:
-            await call.metastore.commit(call.tenant, call.catalog, commit)
+            await call.metastore.change(
+                call.tenant, call.catalog, changes, call.principal, operation, requirements
+            )
         except CommitConflict:  # another commit changed the namespace: redo on its new state
             if not await attempts.abackoff():
                 raise

@@ -19,7 +19,6 @@ from metastore.api import params
 from metastore.api.authz import visible
 from metastore.api.validation import read_json
 from metastore.changes import RenameEntity
-from metastore.commits import CommitRequest
 from metastore.errors import BadRequest, NotFound
 from metastore.iceberg.context import (
     PREFIX,
@@ -240,8 +239,8 @@ async def rename(request: web.Request, kind: Kind) -> web.Response:
     body = await read_json(request, "iceberg_rename")
     source, destination = identifier(body["source"], kind), identifier(body["destination"], kind)
     changes = (RenameEntity(source, destination), *call.idempotency.record(204))
-    commit = CommitRequest((), changes, call.principal, f"rename {kind.label}")
-    await call.metastore.commit(call.tenant, call.catalog, commit)
+    operation = f"rename {kind.label}"
+    await call.metastore.change(call.tenant, call.catalog, changes, call.principal, operation)
     return web.Response(status=204)
 
 

@@ -6,7 +6,6 @@ from aiohttp import web
 
 from metastore.api import params
 from metastore.changes import DeleteEntity
-from metastore.commits import CommitRequest
 from metastore.iceberg.context import PREFIX, Call, body_as, idempotent, json_response, named
 from metastore.iceberg.table_routes import entity_exists, list_identifiers, rename
 from metastore.iceberg.views import CommitViewRequest, CreateViewRequest, Record
@@ -71,9 +70,7 @@ async def drop_view(request: web.Request) -> web.Response:
     call = Call.of(request)
     key = named(request, Kind.VIEW, "view")
     changes = (DeleteEntity(key), *call.idempotency.record(204))
-    await call.metastore.commit(
-        call.tenant, call.catalog, CommitRequest((), changes, call.principal, "drop view")
-    )
+    await call.metastore.change(call.tenant, call.catalog, changes, call.principal, "drop view")
     return web.Response(status=204)
 
 
