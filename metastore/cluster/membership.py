@@ -26,7 +26,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
@@ -52,7 +51,7 @@ class Membership:
         self._assigned: frozenset[int] = frozenset()
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._consumer: Any = None
+        self._consumer: Consumer | None = None
         self._thread = threading.Thread(target=self._run, name="membership", daemon=True)
         self.rebalances = 0
 
@@ -68,7 +67,7 @@ class Membership:
         return partition in self.assigned()
 
     def start(self) -> None:
-        self._consumer = Consumer(
+        consumer = Consumer(
             self._config.consumer(
                 **{
                     "group.id": self.group_id,
@@ -80,12 +79,13 @@ class Membership:
                 }
             )
         )
-        self._consumer.subscribe(
+        consumer.subscribe(
             [self._config.refs_topic],
             on_assign=self._assign,
             on_revoke=self._revoke,
             on_lost=self._revoke,
         )
+        self._consumer = consumer
         self._thread.start()
 
     def stop(self, timeout: float = 30.0) -> None:
@@ -97,10 +97,12 @@ class Membership:
     # --- the thread ----------------------------------------------------------------------
 
     def _run(self) -> None:
+        consumer = self._consumer
+        assert consumer is not None, "start() creates the consumer before the thread"
         try:
             while not self._stop.is_set():
                 try:
-                    message = self._consumer.poll(self._poll_timeout)
+                    message = consumer.poll(self._poll_timeout)
                 except KafkaException as exc:
                     log.warning("group %s: %s", self.group_id, exc)
                     continue
@@ -110,15 +112,16 @@ class Membership:
             # Stop the local owners first (no write of ours after this), then drop the
             # consumer unclosed: confluent-kafka destroys it with
             # RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE, so no LeaveGroup is sent (module doc).
-            # This is its only reference: once it is gone nothing heartbeats for us.
+            # This frame and the attribute hold its only references: once both are gone
+            # nothing heartbeats for us.
             self._revoke(
-                self._consumer,
-                [TopicPartition(self._config.refs_topic, p) for p in self.assigned()],
+                consumer, [TopicPartition(self._config.refs_topic, p) for p in self.assigned()]
             )
+            del consumer
             self._consumer = None
             log.info("group %s: stopped; expelled after the session timeout", self.group_id)
 
-    def _assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+    def _assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         numbers = sorted(tp.partition for tp in partitions)
         consumer.assign(partitions)
         consumer.pause(partitions)  # ownership only: the view consumer reads the data
@@ -128,7 +131,7 @@ class Membership:
         log.info("group %s: assigned partitions %s", self.group_id, numbers)
         self._on_assign(numbers)
 
-    def _revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+    def _revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         numbers = sorted(tp.partition for tp in partitions)
         with self._lock:
             gone = [p for p in numbers if p in self._assigned]
