@@ -119,8 +119,10 @@ def test_the_cluster_forms_with_auth_on_and_every_node_leases_an_id(cluster: Clu
     assert len(cluster.alive()) == 3
     ids = node_ids(cluster)
     assert len(set(ids)) == 3, ids
-    owners = {p for node in cluster.nodes for p in health(node)["owned-partitions"]}
-    assert owners == set(range(cluster.config.partitions))
+    # a node is ready (its /health says so) before each of its partitions' owners has
+    # read its own barrier back: wait for that, then every partition has one owner
+    owned = cluster.wait_balanced()
+    assert sorted(p for ps in owned for p in ps) == list(range(cluster.config.partitions))
 
 
 def test_a_client_without_a_token_is_refused_by_every_node(cluster: Cluster) -> None:
@@ -188,6 +190,7 @@ def test_a_node_with_another_secret_stops_with_one_line(
     ).nodes[0]
     try:
         members.start()  # one node: it owns the system partition
+        members.wait_balanced()  # its owner is ready: the intruder's lease call is answered
         intruder.spawn()
         assert intruder.proc is not None
         assert intruder.proc.wait(TIMEOUT) == 2, intruder.log_tail()
