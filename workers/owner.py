@@ -35,8 +35,15 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from metastore.cluster.config import ClusterConfig
-from metastore.cluster.records import Barrier, Produced, RecordCodec, RefRecord, UpdateableRecord
-from metastore.cluster.view import Role, ViewConsumer
+from metastore.cluster.records import (
+    Barrier,
+    Produced,
+    RecordCodec,
+    RefRecord,
+    Role,
+    UpdateableRecord,
+)
+from metastore.cluster.view import ViewConsumer
 from metastore.errors import (
     CommitStateUnknown,
     Fenced,

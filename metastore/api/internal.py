@@ -19,7 +19,8 @@ from aiohttp import web
 from metastore.api.typedefs import CLUSTER
 from metastore.cluster import protocol
 from metastore.cluster.node import ClusterNode
-from metastore.cluster.view import Role, digest
+from metastore.cluster.records import Role
+from metastore.cluster.view import digest
 from metastore.errors import NotOwner, RefConditionFailed
 
 routes = web.RouteTableDef()

@@ -1,8 +1,8 @@
 """The persistence contract in cluster mode: reads from this node's view, writes through
 the partition's owner.
 
-The commit engine above is the embedded one, unchanged (DESIGN.md "Two
-deployments, one code path"). ``write`` hands the objects and the ref CAS to the
+The commit engine above is the embedded one, unchanged: both deployments run one
+code path, and only this backend differs. ``write`` hands the objects and the ref CAS to the
 local owner of the catalog's partition, which checks the CAS against its view,
 commits one Kafka transaction for many writes and returns once its view has
 applied them. When this node is not the owner, ``write`` raises ``NotOwner``

@@ -6,7 +6,6 @@ the thread that feeds it from Kafka, ``digest`` a fingerprint that shows two
 views of the same log are equal.
 """
 
-from metastore.cluster.records import Role
 from metastore.cluster.view.consumer import ConsumerStats, ViewConsumer, open_consumer
 from metastore.cluster.view.digest import digest, fingerprint
 from metastore.cluster.view.model import ApplyResult, Message, ReadOnlyView, ViewError
@@ -24,7 +23,6 @@ __all__ = [
     "Message",
     "PartitionBarrier",
     "ReadOnlyView",
-    "Role",
     "ViewConsumer",
     "ViewError",
     "ViewState",
