@@ -28,11 +28,12 @@ from metastore.cluster.records import (
     Produced,
     RecordCodec,
     RefRecord,
+    Role,
     UpdateableRecord,
     partition_for,
 )
 from metastore.cluster.replay import ReplayError, replay, wipe_view
-from metastore.cluster.view import ReadOnlyView, Role, ViewConsumer, ViewError, ViewStore, digest
+from metastore.cluster.view import ReadOnlyView, ViewConsumer, ViewError, ViewStore, digest
 from metastore.codec import default_codec
 from metastore.keys import ObjKey, RefKey
 from metastore.persistence.base import Ref, StoredObject, UpdateableObject
