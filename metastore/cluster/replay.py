@@ -20,15 +20,17 @@ them wrong): the replay is caught up when
    broker's value is at or below the true end, so it never holds a replay back.
 
 A consumer that cannot connect or authenticate says so only through librdkafka's
-``error_cb``, so the replay listens there and fails at once (exit status 3, one
-line naming the connection settings) on an authentication or TLS error, or when no
-broker could be reached before anything was read. A replay that is not caught up
-within ``timeout_s`` fails the same way.
+``error_cb``, so the replay listens there and fails at once (exit status 2, a
+source it cannot read, as for every job; one line naming the connection settings)
+on an authentication or TLS error, or when no broker could be reached before
+anything was read. A replay that is not caught up within ``timeout_s`` fails with
+one line and exit status 3.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import shutil
@@ -55,6 +57,10 @@ log = logging.getLogger(__name__)
 
 class ReplayError(MetastoreError):
     """The replay could not run or did not catch up."""
+
+
+class Unreachable(ReplayError):
+    """The brokers could not be reached or refused the connection settings (exit 2)."""
 
 
 # librdkafka errors that waiting does not fix: the connection settings are wrong
@@ -106,6 +112,19 @@ class ReplaySummary:
     @property
     def rate(self) -> float:
         return self.consumed / self.seconds if self.seconds > 0 else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` summary; ``digest`` as ``metastore rebuild`` prints it."""
+        return {
+            "records": self.consumed,
+            "consumed": self.consumed,
+            "applied": self.applied,
+            "dropped": self.dropped,
+            "waiting": self.waiting,
+            "seconds": round(self.seconds, 3),
+            "records_per_s": round(self.rate, 1),
+            "digest": self.digest,
+        }
 
     def render(self) -> str:
         return (
@@ -182,7 +201,7 @@ def _run(
             last_record = now
         problem = errors.problem(heard=feed.stats.consumed > 0 or _heard(feed))
         if problem is not None:
-            raise ReplayError(f"Kafka: {problem} ({config.connection()})")
+            raise Unreachable(f"Kafka: {problem} ({config.connection()})")
         if result is None and now - last_record >= idle_s and _at_high_watermarks(feed):
             return
         if now > deadline:
@@ -259,6 +278,9 @@ def add_parser(commands: Any) -> None:
     cmd.add_argument("--idle", type=float, default=1.0, help="idle window in seconds (1)")
     cmd.add_argument("--timeout", type=float, default=600.0, help="give up after (600 s)")
     cmd.add_argument("--no-progress", action="store_true", help="no progress bar")
+    cmd.add_argument(
+        "--json", action="store_true", help="print the summary as one JSON object, last line"
+    )
 
 
 def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
@@ -282,6 +304,9 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             timeout_s=args.timeout,
             progress=not args.no_progress,
         )
+    except Unreachable as exc:  # a source that cannot be read: bad input, like the jobs'
+        print(f"metastore replay: {exc}", file=sys.stderr)
+        return 2
     except MetastoreError as exc:
         print(f"metastore replay: {exc}", file=sys.stderr)
         return 3
@@ -289,4 +314,6 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         print(f"metastore replay: Kafka client: {exc} ({config.connection()})", file=sys.stderr)
         return 3
     print(summary.render(), file=out)
+    if args.json:
+        print(json.dumps(summary.to_json()), file=out)
     return 0

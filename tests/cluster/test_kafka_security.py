@@ -296,7 +296,7 @@ def test_replay_with_the_wrong_security_settings_fails_at_once_with_one_line(
     plain = _cli(*args, "--data-dir", str(tmp_path / "plain"), properties={})
     assert plain.returncode == 0 and "replayed 0 records" in plain.stdout, plain.stderr
     done = _cli(*args, "--data-dir", str(tmp_path / "secured"), properties=properties)
-    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.returncode == 2, done.stdout + done.stderr
     assert not done.stdout
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr

@@ -1,0 +1,101 @@
+"""Bad input to the jobs and to ``metastore replay``: one clear line on standard error and
+exit status 2, before any Spark work (the real command line, in a child process)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.node import NodeProcess
+
+from .support import Http
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "metastore", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def refused(done: subprocess.CompletedProcess[str], prefix: str, *words: str) -> str:
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(prefix), lines[0]
+    for word in words:
+        assert word in lines[0], lines[0]
+    assert "Traceback" not in done.stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def stopped_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    root = tmp_path_factory.mktemp("stopped")
+    with NodeProcess(root / "data", log_path=root / "node.log") as node:
+        Http(node.url).ok("POST", "/api/v1/tenants", {"name": "acme"})
+    yield root / "data" / "rocksdb"
+
+
+@pytest.mark.parametrize("job", ["audit", "export"])
+def test_an_unknown_tenant_or_catalog(job: str, stopped_store: Path, tmp_path: Path) -> None:
+    source = ("--data-dir", str(stopped_store), "--out", str(tmp_path))
+    refused(
+        cli(job, *source, "--tenant", "nobody"), f"metastore {job}: ", "unknown tenant 'nobody'"
+    )
+    done = cli(job, *source, "--tenant", "acme", "--catalog", "nothing")
+    refused(done, f"metastore {job}: ", "unknown catalog 'nothing'")
+
+
+@pytest.mark.parametrize("job", ["audit", "export"])
+def test_a_directory_that_is_not_a_store(job: str, tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hello")
+    done = cli(job, "--data-dir", str(tmp_path), "--out", str(tmp_path / "out"))
+    refused(done, f"metastore {job}: ", "is not a metastore store")
+    done = cli(job, "--data-dir", str(tmp_path / "notes.txt"), "--out", str(tmp_path / "out"))
+    refused(done, f"metastore {job}: ", "is not a directory")
+
+
+def test_an_unreachable_node(tmp_path: Path) -> None:
+    done = cli("audit", "--url", "http://127.0.0.1:1", "--out", str(tmp_path))
+    refused(done, "metastore audit: ", "cannot reach the node at http://127.0.0.1:1")
+
+
+def test_an_unreachable_broker(tmp_path: Path) -> None:
+    done = cli("export", "--kafka", "127.0.0.1:1", "--out", str(tmp_path))
+    refused(done, "metastore export: ", "cannot reach the brokers", "127.0.0.1:1")
+
+
+def test_no_source_or_two(tmp_path: Path) -> None:
+    refused(cli("audit", "--out", str(tmp_path)), "metastore audit: ", "exactly one source")
+    done = cli("audit", "--url", "http://127.0.0.1:1", "--kafka", "127.0.0.1:1")
+    refused(done, "metastore audit: ", "exactly one source")
+
+
+def test_register_needs_a_node(stopped_store: Path, tmp_path: Path) -> None:
+    done = cli("export", "--data-dir", str(stopped_store), "--register", "--out", str(tmp_path))
+    refused(done, "metastore export: ", "--register needs --url")
+
+
+def test_replay_of_an_unreachable_broker_exits_2(tmp_path: Path) -> None:
+    """It used to print "replayed 0 records" and exit 0 (later: exit 3)."""
+    view = str(tmp_path / "view")
+    done = cli("replay", "--kafka", "127.0.0.1:1", "--data-dir", view, "--no-progress")
+    refused(done, "metastore replay: Kafka: ", "no broker could be reached", "127.0.0.1:1")
+    assert "replayed" not in done.stdout
+
+
+def test_a_node_with_auth_on_refuses_a_job_without_a_token(tmp_path: Path) -> None:
+    env = {"METASTORE_AUTH": "on", "METASTORE_AUTH_CLIENTS": "root:root-secret-1"}
+    with NodeProcess(tmp_path / "data", log_path=tmp_path / "node.log", env=env) as node:
+        done = cli("audit", "--url", node.url, "--out", str(tmp_path / "out"))
+        refused(done, "metastore audit: ", "401")
+        done = cli("audit", "--url", node.url, "--credential", "root:wrong", "--out", str(tmp_path))
+        refused(done, "metastore audit: ", "401")
