@@ -18,6 +18,12 @@ if [ ! -x "$venv/bin/python" ]; then
         "$python" -m venv "$venv"
     fi
 fi
+# The data pipeline (metastore audit/export) runs on Spark, which needs Java 17.
+if ! command -v java >/dev/null 2>&1; then
+    echo "installing Java 17 for Spark (apt: openjdk-17-jre-headless)" >&2
+    sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+    $sudo apt-get update -qq && $sudo apt-get install -y -qq openjdk-17-jre-headless
+fi
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 "$venv/bin/python" -m pip install --quiet -e '.[test]'
 echo "installed into $venv: $("$venv/bin/python" -c 'import metastore; print("metastore", metastore.__version__)')"
