@@ -1,6 +1,6 @@
 """``metastore`` command line: ``serve`` runs a node (embedded by default); ``topics``
-manages the cluster mode's changelog topics; ``replay`` rebuilds a view; ``audit`` and
-``export`` are the data pipeline's jobs on Spark (``metastore.pipeline``)."""
+manages the cluster mode's changelog topics; ``replay`` rebuilds a view; ``rebuild``,
+``audit`` and ``export`` are the data pipeline's jobs on Spark (``metastore.pipeline``)."""
 
 from __future__ import annotations
 
@@ -52,6 +52,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     cluster.add_argument(
         "--partitions", type=int, help="partitions of the topics (default 12; checked)"
+    )
+    cluster.add_argument(
+        "--restore-from",
+        metavar="DIR",
+        help="start an empty view from this checkpoint of a view (another node's, or "
+        "`metastore rebuild --out`), then read only the tail (env METASTORE_RESTORE_FROM)",
     )
     _add_topics(commands)
     _add_replay(commands)
@@ -111,6 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "topic_prefix": args.topic_prefix,
                     "cluster_id": args.cluster_id,
                     "partitions": args.partitions,
+                    "restore_from": args.restore_from,
                 }
             )
         except (ValueError, TypeError) as exc:
@@ -127,6 +134,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from metastore.pipeline import cli as pipeline_cli
 
         return pipeline_cli.run(args)
+    if args.command == "rebuild":
+        from metastore.pipeline import rebuild
+
+        return rebuild.run(args)
     return 2
 
 
@@ -154,6 +165,20 @@ def serve(config: ServerConfig) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    if config.restore_from:
+        from metastore.cluster.restore import RestoreError, restore
+
+        try:
+            restored = restore(
+                Path(config.restore_from), config.data_dir, config.topic_prefix, config.partitions
+            )
+        except RestoreError as exc:
+            _refuse(f"restore_from: {exc.message}")
+            return 2
+        logging.getLogger("metastore.cluster.restore").info(
+            "view restored from %s (%d files): %d records below its offsets, not re-read",
+            config.restore_from, restored.files, restored.records,
+        )  # fmt: skip
     # `kill -USR1 <pid>` prints every thread's stack: the first tool for a stuck node
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     context = None

@@ -30,6 +30,7 @@ from metastore.config_rules import (
     TOPIC_NAME_PART,
     ConfigError,
     check_bootstrap,
+    check_checkpoint_dir,
     check_choice,
     check_host,
     check_pattern,
@@ -127,6 +128,9 @@ class ServerConfig:
     session_timeout_ms: int = 6000  # owner crash detection
     forward_timeout_s: float = 30.0  # a forwarded write gives up (503) after this
     consistency_wait_s: float = 10.0  # a read given a consistency token waits at most this
+    # a checkpoint of a view (another node's, or `metastore rebuild --out`) to start an
+    # empty view from, so the node reads only the tail ("" = read the whole log)
+    restore_from: str = ""
     # --- storage: catalogs carry their own (metastore/storage.py); these settings only seed
     # the storage of a catalog created without one: <warehouse>/<tenant>/<catalog>
     # ("" = <data_dir>/warehouse, refused in cluster mode: not shared by the nodes)
@@ -226,6 +230,8 @@ class ServerConfig:
         part = "1-200 of A-Z a-z 0-9 . _ -"
         check_pattern("topic_prefix", self.topic_prefix, TOPIC_NAME_PART, part)
         check_pattern("cluster_id", self.cluster_id, TOPIC_NAME_PART, part)
+        if self.restore_from:
+            check_checkpoint_dir("restore_from", self.restore_from, cluster=self.cluster_mode)
 
     def _check_cluster_security(self) -> None:
         secret = self.cluster_key  # reads the file: unreadable, empty or short is refused

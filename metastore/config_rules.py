@@ -12,6 +12,7 @@ import ipaddress
 import json
 import math
 import re
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from metastore.security.principal import RESERVED_NAMES
@@ -134,6 +135,24 @@ def check_url(setting: str, url: str) -> None:
         or any(c.isspace() for c in url)
     ):
         raise ConfigError(setting, f"must be an http:// or https:// URL, got {url!r}")
+
+
+def check_checkpoint_dir(setting: str, path: str, *, cluster: bool) -> None:
+    """A directory holding a RocksDB database, for a cluster node's view to start from
+    (whether it is a view of this node's topics is checked when the node starts)."""
+    if not cluster:
+        raise ConfigError(
+            setting, "applies only in cluster mode (with kafka): it starts a node's view"
+        )
+    where = Path(path)
+    if not where.is_dir():
+        raise ConfigError(setting, f"{path!r} is not a directory")
+    if not (where / "CURRENT").is_file():
+        raise ConfigError(
+            setting,
+            f"{path!r} holds no RocksDB database (name a checkpoint of a view, or the --out "
+            "of metastore rebuild)",
+        )
 
 
 def check_choice(setting: str, value: str, choices: tuple[str, ...]) -> None:

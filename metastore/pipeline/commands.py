@@ -36,3 +36,21 @@ def add_parsers(commands: Any) -> None:
         default=DEFAULT_NAMESPACE,
         help=f"namespace of the registered tables (default {DEFAULT_NAMESPACE})",
     )
+    rebuild = commands.add_parser(
+        "rebuild",
+        help="build a node's view from the changelog in parallel (SST files, ingested)",
+        description="Apply the changelog topics one Spark task per partition into a fresh "
+        "view directory (--out) a node can start on (serve --restore-from) to read only "
+        "the tail.",
+    )
+    add_common(rebuild)
+    rebuild.add_argument(
+        "--idle",
+        type=float,
+        default=1.0,
+        help="with --kafka: a partition is read once idle this long at its high watermark "
+        "(seconds, default 1)",
+    )
+    rebuild.add_argument(
+        "--timeout", type=float, default=600.0, help="a partition gives up after (600 s)"
+    )

@@ -1,0 +1,201 @@
+"""``metastore rebuild`` on one real cluster: the rebuilt view's digest equals
+``metastore replay``'s and every live node's, on a log holding an aborted
+transaction and a fenced zombie's records; a node started on the rebuilt view
+reads only the tail and serves what the others serve; bad input exits 2.
+
+The cluster is two ``metastore serve --kafka`` processes on the test broker. The
+aborted and zombie records are written the way test_view writes them: a
+transactional producer that aborts, and one whose records carry an epoch older
+than the partition's barrier (what an owner fenced by a newer one leaves behind).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from harness.cluster import Cluster, get_reply, view_state
+from harness.node import NodeProcess
+from metastore.cli import _parser
+from metastore.cluster.restore import check_checkpoint
+from metastore.persistence.layout import view_marker
+from metastore.pipeline import rebuild
+from tests.cluster.test_view import ABORTED_VISIBLE, PARTITIONS, Writer, catalog_in, obj, ref
+
+from .support import Http
+
+pytestmark = pytest.mark.slow
+TENANT = "shop"
+CATALOGS = ("c0", "c1", "c2", "c3", "c4")
+
+
+def run_rebuild(spark: SparkSession, *argv: str) -> tuple[int, str]:
+    """``metastore rebuild <argv>`` in this process, on the shared session."""
+    args = _parser().parse_args(["rebuild", *argv])
+    out = io.StringIO()
+    status = rebuild.run(args, out, spark)
+    return status, out.getvalue()
+
+
+def last_json(text: str) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads(text.strip().splitlines()[-1])
+    return found
+
+
+def load(http: Http, catalogs: tuple[str, ...], tables: range) -> None:
+    http.ok("POST", "/api/v1/tenants", {"name": TENANT})
+    for catalog in catalogs:
+        base = f"/api/v1/tenants/{TENANT}/catalogs"
+        http.ok("POST", base, {"name": catalog})
+        http.ok("POST", f"{base}/{catalog}/namespaces", {"namespace": ["ns"]})
+        add_tables(http, catalog, tables)
+
+
+def add_tables(http: Http, catalog: str, tables: range) -> None:
+    path = f"/api/v1/tenants/{TENANT}/catalogs/{catalog}/namespaces/ns/tables"
+    for i in tables:
+        http.ok("POST", path, {"name": f"t{i}"})
+
+
+def plant_aborted_and_zombie(cluster: Cluster) -> None:
+    """An aborted commit, then a zombie's committed records (epoch before the barrier)."""
+    writer = Writer(cluster.config, "zombie")
+    try:
+        a, b = catalog_in(0), catalog_in(1)
+        writer.commit(a, None, ref(a, 1), [obj(a, 1)], abort=True)
+        writer.commit(b, None, ref(b, 7), [obj(b, 7)], epoch=-1)  # every partition has an owner
+    finally:
+        writer.producer.flush(5)
+
+
+def converged(nodes: list[NodeProcess], timeout: float = 60.0) -> list[dict[str, Any]]:
+    """Every node's view state once all report the same offsets (writes have stopped)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = [view_state(n) for n in nodes]
+        if all(s["offsets"] == states[0]["offsets"] for s in states):
+            return states
+        time.sleep(0.2)
+    raise TimeoutError("the nodes' views did not converge")
+
+
+def consumed(node: NodeProcess) -> int:
+    """Changelog records this node's view consumed since it started (its metrics)."""
+    with urllib.request.urlopen(node.url + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    for line in text.splitlines():
+        if line.startswith("metastore_view_records_total "):
+            return int(line.split()[1])
+    raise AssertionError("metastore_view_records_total missing")
+
+
+def tables(node: NodeProcess, catalog: str) -> list[str]:
+    path = f"/api/v1/tenants/{TENANT}/catalogs/{catalog}/namespaces/ns/tables"
+    status, body = get_reply(node.url + path)
+    assert status == 200, body
+    return sorted(t["name"] for t in body["tables"])
+
+
+@pytest.fixture(scope="module")
+def cluster(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    root = tmp_path_factory.mktemp("rebuild-cluster")
+    nodes = Cluster(kafka_bootstrap, f"rb{os.urandom(5).hex()}", root, 2, PARTITIONS).start()
+    try:
+        nodes.wait_balanced()
+        load(Http(nodes.nodes[0].url), CATALOGS, range(4))
+        plant_aborted_and_zombie(nodes)
+        yield nodes
+    finally:
+        nodes.close()
+    nodes.logs_without_tracebacks()
+
+
+def test_rebuild_equals_replay_and_live_nodes_and_a_node_started_on_it_reads_the_tail(
+    spark: SparkSession, cluster: Cluster, tmp_path: Path
+) -> None:
+    config = cluster.config
+    kafka = ("--kafka", config.bootstrap, "--topic-prefix", config.prefix,
+             "--partitions", str(config.partitions))  # fmt: skip
+    states = converged(cluster.nodes)
+    live = {s["digest"] for s in states}
+    assert len(live) == 1
+    out = tmp_path / "rebuilt"
+    status, text = run_rebuild(spark, *kafka, "--out", str(out), "--json", "--idle", "0.5")
+    assert status == 0, text
+    built = last_json(text)
+    assert {built["digest"]} == live
+    assert built["dropped"] == states[0]["dropped"] >= (2 if ABORTED_VISIBLE else 1)
+    assert built["records"] == built["consumed"] > 0 and built["objects"] > 0
+    assert built["out"] == str(out) and f"digest: {built['digest']}" in text
+    assert "objects/s" in text  # the final summary
+    assert not (tmp_path / ".rebuilt.rebuild").exists()  # the working files are gone
+
+    replayed = subprocess.run(
+        [sys.executable, "-m", "metastore", "replay", "--kafka", config.bootstrap,
+         "--prefix", config.prefix, "--partitions", str(config.partitions),
+         "--data-dir", str(tmp_path / "replayed"), "--json", "--no-progress"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert replayed.returncode == 0, replayed.stderr
+    replay_summary = last_json(replayed.stdout)
+    assert replay_summary["digest"] == built["digest"]
+    assert replay_summary["dropped"] == built["dropped"]
+    assert replay_summary["records"] == built["records"]
+
+    # a fresh directory only: the same --out again is refused before any work
+    status, _ = run_rebuild(spark, *kafka, "--out", str(out))
+    assert status == 2
+
+    # the tail: writes after the rebuild, then a third node started on the rebuilt view
+    restored_records = check_checkpoint(out, view_marker(config.prefix, config.partitions))
+    add_tables(Http(cluster.nodes[0].url), "c0", range(4, 8))
+    third = NodeProcess(
+        tmp_path / "node2" / "data",
+        extra_args=(*kafka[:2], "--topic-prefix", config.prefix, "--cluster-id", config.cluster,
+                    "--partitions", str(config.partitions), "--restore-from", str(out)),
+        env={"METASTORE_WAREHOUSE": cluster.warehouse(2).as_uri()},
+        log_path=tmp_path / "node2.log",
+    )  # fmt: skip
+    cluster.nodes.append(third)  # stopped with the others
+    third.start(120)
+    states = converged(cluster.nodes)
+    assert len({s["digest"] for s in states}) == 1
+    log_end = sum(states[0]["offsets"].values())
+    tail = consumed(third)
+    assert 0 < tail <= log_end - restored_records < restored_records, (tail, log_end)
+    for catalog in CATALOGS:
+        assert tables(third, catalog) == tables(cluster.nodes[0], catalog)
+    assert tables(third, "c0") == [f"t{i}" for i in range(8)]
+    assert "view restored from" in third.log_path.read_text()
+
+
+def test_bad_input_exits_2_with_one_line(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, _ = run_rebuild(spark, "--kafka", "127.0.0.1:1", "--out", str(tmp_path / "a"))
+    assert status == 2
+    assert "cannot reach the brokers" in capsys.readouterr().err
+    status, _ = run_rebuild(spark, "--data-dir", str(tmp_path), "--out", str(tmp_path / "b"))
+    assert status == 2
+    assert "reads the changelog" in capsys.readouterr().err
+    scoped = ("--kafka", "127.0.0.1:1", "--tenant", "t", "--out", str(tmp_path / "c"))
+    status, _ = run_rebuild(spark, *scoped)
+    assert status == 2
+    assert "whole view" in capsys.readouterr().err
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "notes.txt").write_text("mine")
+    status, _ = run_rebuild(spark, "--kafka", "127.0.0.1:1", "--out", str(tmp_path / "full"))
+    assert status == 2
+    assert "not empty" in capsys.readouterr().err
+    assert (tmp_path / "full" / "notes.txt").read_text() == "mine"
