@@ -329,3 +329,39 @@ def test_serve_refuses_a_cluster_node_without_shared_storage(tmp_path: Path) -> 
     done = serve(tmp_path, "--kafka", "127.0.0.1:1")
     assert_refused(done, "METASTORE_WAREHOUSE", "shared storage")
     assert not (tmp_path / "data").exists()
+
+
+# --- restoring a cluster node's view from a checkpoint ---------------------------------------
+
+
+def test_restore_from_needs_cluster_mode_and_a_database_directory(tmp_path: Path) -> None:
+    """Whether the checkpoint is a view of this node's topics is checked when the node
+    starts (tests/pipeline/test_restore.py); what a setting alone shows is checked here."""
+    database = tmp_path / "checkpoint"
+    database.mkdir()
+    (database / "CURRENT").write_text("MANIFEST-000001\n")
+    cluster = {"kafka": "k:9092"}
+    env = {"METASTORE_WAREHOUSE": "file:///mnt/shared/warehouse"}
+    config = ServerConfig.load({**cluster, "restore_from": str(database)}, env=env)
+    assert config.restore_from == str(database)
+    assert ServerConfig.load(cluster, env=env).restore_from == ""
+    refusals = [
+        ({"restore_from": str(database)}, {}, "--restore-from: applies only in cluster mode"),
+        (cluster, {**env, "METASTORE_RESTORE_FROM": str(tmp_path / "missing")},
+         "METASTORE_RESTORE_FROM: '" + str(tmp_path / "missing") + "' is not a directory"),
+        ({**cluster, "restore_from": str(tmp_path)}, env, "holds no RocksDB database"),
+        ({**cluster, "restore_from": str(database / "CURRENT")}, env, "is not a directory"),
+    ]  # fmt: skip
+    for flags, variables, problem in refusals:
+        with pytest.raises(ConfigError) as refused:
+            ServerConfig.load(flags, env=variables)
+        message = str(refused.value)
+        assert problem in message, message
+        assert "\n" not in message
+
+
+def test_serve_refuses_a_restore_from_that_is_no_database(tmp_path: Path) -> None:
+    env = {"METASTORE_WAREHOUSE": (tmp_path / "warehouse").as_uri()}
+    done = serve(tmp_path, "--kafka", "127.0.0.1:1", "--restore-from", str(tmp_path), env=env)
+    assert_refused(done, "--restore-from: ", "holds no RocksDB database")
+    assert not (tmp_path / "data").exists()
