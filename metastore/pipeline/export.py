@@ -22,6 +22,7 @@ from metastore.credentials import is_secret_key
 from metastore.keys import CATALOG_RECORD, TENANT_RECORD, EntityKey, Kind
 from metastore.model import Commit, Entity
 from metastore.pipeline.catalog import CatalogRows
+from metastore.pipeline.export_scope import on_catalog
 from metastore.security.grants import CATALOG_ROLE, GRANT, MEMBER, PRINCIPAL_ROLE, ROLE_GRANT
 from metastore.security.records import PRINCIPAL_PREFIX
 
@@ -103,8 +104,10 @@ def _times(entity: Entity) -> tuple[int, int]:
     return entity.created_at_us // 1000, entity.updated_at_us // 1000
 
 
-def export_catalog(rows: CatalogRows) -> Iterator[TableRow]:
-    """Every row this catalog (or tenant's records, catalog "") contributes."""
+def export_catalog(rows: CatalogRows, only: str | None = None) -> Iterator[TableRow]:
+    """Every row this catalog (or tenant's records, catalog "") contributes; with
+    ``only`` (an export of that one catalog), of the tenant's principals and access
+    records just those on that catalog (``export_scope``)."""
     main = rows.main()
     if main is None:
         return
@@ -114,9 +117,12 @@ def export_catalog(rows: CatalogRows) -> Iterator[TableRow]:
     if head is None:
         return
     tenant, catalog = rows.tenant, rows.catalog
+    kept = None
+    if only is not None and catalog == "":
+        kept = on_catalog((key.name for key, _ in rows.live(head, Kind.SYSTEM)), only)
     for key, entity in rows.live(head):
         if key.kind is Kind.SYSTEM:
-            yield from _system(rows, head, key, entity)
+            yield from _system(rows, head, key, entity, kept)
         elif key.kind is Kind.NAMESPACE:
             ns = list(entity.path)
             yield "namespaces", (tenant, catalog, ns, *_entity(entity), *_times(entity))
@@ -146,8 +152,13 @@ def _commit(rows: CatalogRows, commit: Commit) -> tuple[Any, ...]:
     )
 
 
-def _system(rows: CatalogRows, head: Commit, key: EntityKey, entity: Entity) -> Iterator[TableRow]:
+def _system(
+    rows: CatalogRows, head: Commit, key: EntityKey, entity: Entity, kept: set[str] | None
+) -> Iterator[TableRow]:
     tenant, name = rows.tenant, key.name
+    access = name.startswith((PRINCIPAL_PREFIX, *GRANT_RECORDS))
+    if access and kept is not None and name not in kept:
+        return
     if key == TENANT_RECORD and rows.catalog == "":
         yield "tenants", (tenant, *_entity(entity), *_times(entity))
     elif key == CATALOG_RECORD and rows.catalog != "":

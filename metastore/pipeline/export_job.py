@@ -46,7 +46,9 @@ def export_partition(
             continue
         seen.append((tenant, catalog))
         count = 0
-        for name, row in export_catalog(CatalogRows(tenant, catalog, catalog_rows, codec)):
+        for name, row in export_catalog(
+            CatalogRows(tenant, catalog, catalog_rows, codec), scope.catalog
+        ):
             tables[name].append(row)
             count += 1
         objects.add(count)
