@@ -48,10 +48,13 @@ from metastore.keys import MAIN_REF
 from metastore.locations import Location, catalog_root, is_inside
 from metastore.model import Entity
 from metastore.requirements import AssertNotExists, AssertVersion, Requirement
+from metastore.retry import RetryPolicy
 from metastore.service import Metastore
 from metastore.storage import STORAGE_RECORD, Storage, seeded
 
 log = logging.getLogger(__name__)
+# Waiting for the owners (cluster mode) of catalogs without a storage record.
+RECORD_RETRY = RetryPolicy(0.1, 2.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,10 +219,11 @@ class CatalogStorage:
         a catalog's owner can write and the owner may be another node: keep trying
         (backing off) until every such catalog has a record, by whichever node."""
         written = 0
-        delay = 0.1
+        attempts = RECORD_RETRY.start()
         while True:
             waiting = 0
-            for ref in list(self._metastore.persistence.scan_refs()):
+            refs = await asyncio.to_thread(lambda: list(self._metastore.persistence.scan_refs()))
+            for ref in refs:
                 tenant, catalog = ref.key.tenant, ref.key.catalog
                 if ref.key.name != MAIN_REF or not catalog:
                     continue
@@ -232,12 +236,11 @@ class CatalogStorage:
                     waiting += 1
             if not waiting:
                 return written
-            await asyncio.sleep(delay)
-            delay = min(2.0, delay * 2)
+            await attempts.abackoff()  # unbounded: a node serves once every catalog has one
 
     async def _record_one(self, tenant: str, catalog: str) -> int:
         try:
-            if self.recorded(tenant, catalog) is not None:
+            if await asyncio.to_thread(self.recorded, tenant, catalog) is not None:
                 return 0
             storage = self.seed(tenant, catalog)
             request = CommitRequest(
