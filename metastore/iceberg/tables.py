@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError as PydanticValidationError
-from pyiceberg.catalog import MetastoreCatalog
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.exceptions import ValidationError as IcebergValidationError
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
@@ -31,6 +30,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table.metadata import (
     TableMetadata,
     TableMetadataUtil,
+    TableMetadataV1,
     new_table_metadata,
 )
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
@@ -524,7 +524,10 @@ class Tables:
 
 
 def _empty_metadata() -> TableMetadata:
-    return MetastoreCatalog._empty_table_metadata()
+    """The base a create's updates apply to: version 1 with no columns, so the
+    create's own ``upgrade-format-version`` and ``add-schema`` updates make the table
+    (the same base every Iceberg catalog builds a new table from)."""
+    return TableMetadataV1.model_construct(last_column_id=-1, schema=Schema())
 
 
 def _placeholder(key: EntityKey) -> Entity:
