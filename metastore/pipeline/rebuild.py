@@ -1,10 +1,11 @@
 """``metastore rebuild``: a node's view built from the changelog on Spark, in parallel.
 
-One task per partition reads objects[p] and refs[p] (``cluster.apply_partition``:
-its own read_committed consumer, the view's own apply rules into a dict that starts
-empty, to an end it can prove) and writes the partition's whole key set, sorted,
-to one SST file: data, deleted-ref markers, offsets, barriers and epoch floors. A
-catalog lives in one partition, so no two files share a key. The driver writes the
+Each partition p is read by ``cluster.apply_partition`` (objects[p] and refs[p]
+with its own read_committed consumer, the view's own apply rules into a dict that
+starts empty, to an end it can prove) and written, its whole key set sorted, to one
+SST file: data, deleted-ref markers, offsets, barriers and epoch floors. A catalog
+lives in one partition, so no two files share a key. The partitions are dealt into
+one Spark task per core (``spread``) and read on threads inside it. The driver writes the
 keys every partition shares (the view marker naming the topics, the summed drop
 count; RocksDB's format key comes with the new database) and ingests the files
 into a fresh database, which it moves to ``--out`` only when complete. A node
@@ -31,12 +32,14 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from metastore.cluster.config import ClusterConfig, properties_from_env
@@ -57,7 +60,7 @@ from metastore.pipeline.exits import JobError
 from metastore.pipeline.node import NodeClient
 from metastore.pipeline.options import JobOptions
 from metastore.pipeline.progress import Progress
-from metastore.pipeline.session import start
+from metastore.pipeline.session import start_context
 from metastore.pipeline.sst import ingest, write_sst
 
 JOB = "rebuild"
@@ -134,11 +137,15 @@ def _run(args: argparse.Namespace, spark: SparkSession | None) -> dict[str, Any]
         shutil.rmtree(work)  # a failed run's leftovers: ours by name
     sst_dir, view_dir = work / "sst", work / "view"
     sst_dir.mkdir(parents=True)
-    session = spark or start(options.master, f"metastore {JOB}", work / "spark.log")
+    context = (
+        spark.sparkContext
+        if spark is not None
+        else start_context(options.master, f"metastore {JOB}", work / "spark.log")
+    )
     try:
-        progress = Progress(session.sparkContext, JOB, enabled=options.progress)
+        progress = Progress(context, JOB, enabled=options.progress)
         with progress:
-            built = _build(session, changelog, sst_dir, args, progress)
+            built = _build(context, changelog, sst_dir, args, progress)
             assemble(view_dir, changelog.config, built)
             found = digest_of(view_dir, changelog.config)
             summary = replace(
@@ -148,7 +155,7 @@ def _run(args: argparse.Namespace, spark: SparkSession | None) -> dict[str, Any]
             )
     finally:
         if spark is None:
-            session.stop()
+            context.stop()
     if out.exists():
         out.rmdir()  # empty: checked above
     view_dir.rename(out)
@@ -178,7 +185,7 @@ def _run(args: argparse.Namespace, spark: SparkSession | None) -> dict[str, Any]
 
 
 def _build(
-    spark: SparkSession,
+    context: SparkContext,
     changelog: Changelog,
     sst_dir: Path,
     args: argparse.Namespace,
@@ -189,23 +196,35 @@ def _build(
         PartitionRead(p, None if ends is None else ends[p], args.idle, args.timeout)
         for p in range(config.partitions)
     ]
+    groups = spread(reads, context.defaultParallelism)
     records, objects = progress.records, progress.objects
     build = partial(build_partition, config, str(sst_dir))
 
-    def task(read: PartitionRead) -> Built:
-        built = build(read)
-        records.add(built.consumed)
-        objects.add(built.objects)
+    def task(group: list[PartitionRead]) -> list[Built]:
+        # the partitions of a group on threads: their consumers' start and idle windows
+        # overlap (the applying itself takes turns, it holds the interpreter)
+        with ThreadPoolExecutor(len(group), thread_name_prefix="partition") as pool:
+            built = list(pool.map(build, group))
+        records.add(sum(b.consumed for b in built))  # Spark reports them as the task ends
+        objects.add(sum(b.objects for b in built))
         return built
 
     try:
-        found: list[Built] = spark.sparkContext.parallelize(reads, len(reads)).map(task).collect()
+        found = context.parallelize(groups, len(groups)).flatMap(task).collect()
     except Exception as exc:  # a task's JobError reaches the driver inside Spark's error
         problem = task_problem(exc)
         if problem is None:
             raise
         raise JobError(problem) from None
     return sorted(found, key=lambda b: b.partition)
+
+
+def spread(reads: Sequence[PartitionRead], tasks: int) -> list[list[PartitionRead]]:
+    """The partitions dealt round-robin into at most ``tasks`` groups, one Spark task
+    each: a task per core, not per partition, so each core pays for starting consumers
+    and for the idle window that proves the end once, not once per partition."""
+    count = max(1, min(tasks, len(reads)))
+    return [list(reads[i::count]) for i in range(count)]
 
 
 def task_problem(exc: Exception) -> str | None:

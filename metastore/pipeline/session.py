@@ -72,6 +72,17 @@ def start(
 
     The caller stops it (``session.stop()``); one process holds one session.
     """
+    return SparkSession(start_context(master, app_name, log_path, partitions))
+
+
+def start_context(
+    master: str = DEFAULT_MASTER,
+    app_name: str = "metastore",
+    log_path: Path | None = None,
+    partitions: int | None = None,
+) -> SparkContext:
+    """``start`` without the SQL session, for a job of plain RDDs (``rebuild``): the
+    session's own start-up costs seconds it would not use. The caller stops it."""
     if master.startswith("local"):
         # the machine's name may resolve to a loopback address: Spark warns, then binds
         # to whatever interface it finds; a local job needs none
@@ -91,4 +102,4 @@ def start(
         log.close()  # the JVM holds its own descriptor
     context = SparkContext(conf=spark_conf, gateway=gateway)
     context.setLogLevel("WARN")
-    return SparkSession(context)
+    return context
