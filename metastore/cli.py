@@ -1,6 +1,6 @@
 """``metastore`` command line: ``serve`` runs a node (embedded by default); ``topics``
 manages the cluster mode's changelog topics; ``replay`` rebuilds a view; ``rebuild``,
-``audit`` and ``export`` are the data pipeline's jobs on Spark (``metastore.pipeline``)."""
+``audit``, ``export`` and ``gc`` are the data pipeline's jobs on Spark (``metastore.pipeline``)."""
 
 from __future__ import annotations
 
@@ -134,6 +134,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from metastore.pipeline import cli as pipeline_cli
 
         return pipeline_cli.run(args)
+    if args.command == "gc":
+        from metastore.pipeline import gc_job
+
+        return gc_job.main(args)
     if args.command == "rebuild":
         from metastore.pipeline import rebuild
 

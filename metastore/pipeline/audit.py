@@ -3,8 +3,9 @@
 What must resolve, and the finding when it does not:
 
 - every ref's HEAD (``missing-head``) and recent HEADs (``missing-recent-head``);
-- every commit's parent, back to the root (``missing-parent``): no history is
-  retained less than whole until garbage collection exists;
+- every commit's parent, back to the root (``missing-parent``), except the
+  parents of commits older than the catalog's last garbage collection (a commit
+  with operation ``gc``): ``metastore gc`` deletes history past its retention window;
 - every index stripe a commit references (``missing-stripe``) and every object its
   index names (``missing-entity``);
 - every attachment of every entity an index names (``missing-attachment``: the
@@ -43,6 +44,7 @@ FindingKind = Literal[
     "orphan-catalog",
 ]
 FINDING_KINDS: tuple[FindingKind, ...] = FindingKind.__args__  # type: ignore[attr-defined]
+GC = "gc"  # the operation of a garbage collection's sweep commit
 # (metadata location, the catalog's storage) -> the file exists; None: cannot tell
 FileCheck = Callable[[str, Storage | None], bool | None]
 
@@ -128,6 +130,16 @@ def audit_catalog(rows: CatalogRows, file_exists: FileCheck) -> CatalogAudit:
                 continue
             named.add(value)
             _check_entity(rows, audit, found, name, commit.id, raw_key, value)
+    collected = max((c.created_at_us for _, c in commits.values() if c.operation == GC), default=0)
+    audit.findings = [
+        f
+        for f in audit.findings
+        if not (
+            f.kind == "missing-parent"
+            and f.commit_id is not None
+            and commits[f.commit_id][1].created_at_us < collected
+        )
+    ]
     for ref in rows.refs():
         current = rows.commit(ref.head)
         if current is not None:

@@ -54,3 +54,30 @@ def add_parsers(commands: Any) -> None:
     rebuild.add_argument(
         "--timeout", type=float, default=600.0, help="a partition gives up after (600 s)"
     )
+    gc = commands.add_parser(
+        "gc",
+        help="garbage collection: mark unreachable objects, sweep them through the node",
+        description="Mark the objects no ref, recent HEAD or retained commit reaches; after "
+        "the grace period, have the node delete those still unreachable (and delete "
+        "orphaned metadata files under the tables' locations).",
+    )
+    add_common(gc)
+    gc.add_argument(
+        "--grace", type=float, default=3 * 24 * 3600.0, metavar="SECONDS",
+        help="only objects older than this are candidates; the sweep waits it out after "
+        "the mark (default 3 days)",
+    )  # fmt: skip
+    gc.add_argument(
+        "--retention", type=float, default=7 * 24 * 3600.0, metavar="SECONDS",
+        help="history kept for ?at= reads and ref resets (default 7 days)",
+    )  # fmt: skip
+    gc.add_argument("--phase", choices=("mark", "sweep", "both"), default="both")
+    gc.add_argument(
+        "--dry-run", action="store_true", help="list what would be deleted, delete nothing"
+    )
+    gc.add_argument(
+        "--lease-seconds", type=float, default=60.0, help="of the task lease (default 60)"
+    )
+    gc.add_argument(
+        "--node", metavar="URL", help="with --kafka or --data-dir: the node that sweeps"
+    )

@@ -1,0 +1,98 @@
+"""Metadata files in the warehouse that no live or retained table references.
+
+A table's commits write a new ``*.metadata.json`` under ``<location>/metadata/``
+each time; a commit that fails after writing its file, or a write another node
+forwarded and then lost, leaves one behind that no table names. The mark gives,
+per catalog, the locations of every reachable table and every metadata file a
+reachable table version names (current file and metadata log); a file under one of
+those locations' ``metadata/`` directory that is named by none and is older than
+the grace period is an orphan.
+
+Containment follows ``metastore.locations``: a file is only ever listed or deleted
+if it lies inside the table's own location, in both readings of the path and by its
+real path (symlinks); nothing outside a table's location is touched. Only
+``file://`` warehouses are listed here (the other schemes have no listing in
+PyIceberg's FileIO); their tables are counted as unlisted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from metastore.errors import MetastoreError
+from metastore.locations import is_inside, normalize
+
+METADATA_DIR = "metadata"
+METADATA_SUFFIX = ".metadata.json"
+
+
+@dataclass(frozen=True, slots=True)
+class OrphanFile:
+    location: str  # the table location it lies in
+    path: str  # normalized file:// path
+    modified_us: int
+    size: int
+
+
+@dataclass
+class Listing:
+    orphans: list[OrphanFile]
+    unlisted: int = 0  # table locations on a storage this job cannot list
+
+
+def _normalized(path: str) -> str | None:
+    try:
+        return str(normalize(path, file=True))
+    except MetastoreError:
+        return None
+
+
+def orphan_metadata_files(
+    table_locations: Iterable[str], referenced: Iterable[str], older_than_us: int
+) -> Listing:
+    """The unreferenced metadata files older than ``older_than_us`` under the tables."""
+    named = {n for n in (_normalized(p) for p in referenced) if n is not None}
+    listing = Listing([])
+    seen: set[str] = set()
+    for raw in sorted(set(table_locations)):
+        try:
+            location = normalize(raw)
+        except MetastoreError:
+            continue
+        if location.scheme != "file":
+            listing.unlisted += 1
+            continue
+        directory = os.path.join(location.local_path(), METADATA_DIR)
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.name.endswith(METADATA_SUFFIX) or not entry.is_file(follow_symlinks=False):
+                continue
+            path = _normalized(f"{str(location).rstrip('/')}/{METADATA_DIR}/{entry.name}")
+            if path is None or path in named or path in seen:
+                continue
+            if not is_inside(path, location, resolve=True):
+                continue
+            stat = entry.stat(follow_symlinks=False)
+            modified_us = int(stat.st_mtime * 1_000_000)
+            if modified_us >= older_than_us:
+                continue
+            seen.add(path)
+            listing.orphans.append(OrphanFile(str(location), path, modified_us, stat.st_size))
+    return listing
+
+
+def delete_file(orphan: OrphanFile) -> bool:
+    """Delete one orphan after checking containment again (True: it is gone now)."""
+    if not is_inside(orphan.path, orphan.location, resolve=True):
+        return False
+    location = normalize(orphan.path, file=True)
+    try:
+        os.remove(location.local_path())
+    except FileNotFoundError:
+        return False
+    return True

@@ -1,0 +1,245 @@
+"""``metastore gc``: two-phase garbage collection, leased and resumable.
+
+1. **Mark** (Spark, ``gc_mark_job``): the candidates of every catalog in scope,
+   stored as Parquet under ``--out`` with each catalog's ``mark_head``; the mark
+   (time, file, per-catalog heads and counts) is recorded in the task's progress.
+2. **Grace**: with ``--phase both`` the job waits until ``mark + grace`` (with
+   grace 0 it runs straight through), renewing its lease.
+3. **Sweep** (``gc_sweep``): the node deletes each catalog's candidates that are
+   still unreachable; the job deletes orphaned metadata files; the node also drops
+   expired idempotency records and long-expired node leases. Each catalog swept is
+   recorded, so a rerun after a crash (its lease expires) sweeps only the rest.
+
+The job holds the task lease on its scope for the whole run: a second run on the
+same scope refuses with one line (exit 2). ``--dry-run`` marks and asks the node
+what a sweep would delete and spare, deleting nothing and recording nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from pyspark.sql import SparkSession
+
+from metastore.pipeline import exits
+from metastore.pipeline.exits import JobError
+from metastore.pipeline.gc_lease import Lease, scope_name
+from metastore.pipeline.gc_mark import MarkTimes
+from metastore.pipeline.gc_mark_job import MarkedCatalog, mark
+from metastore.pipeline.gc_sweep import SweepCounts, Sweeper
+from metastore.pipeline.node import NodeClient
+from metastore.pipeline.options import JobOptions
+from metastore.pipeline.progress import Progress
+from metastore.pipeline.session import start
+from metastore.pipeline.sources import open_source
+
+JOB = "gc"
+DEFAULT_GRACE_S = 3 * 24 * 3600
+DEFAULT_RETENTION_S = 7 * 24 * 3600
+DEFAULT_LEASE_S = 60.0
+PHASES = ("mark", "sweep", "both")
+
+
+@dataclass(frozen=True, slots=True)
+class GcOptions:
+    grace_s: float
+    retention_s: float
+    phase: str
+    dry_run: bool
+    lease_s: float
+    node: str | None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> GcOptions:
+        if args.grace < 0 or args.retention < 0:
+            raise JobError("--grace and --retention must be >= 0 seconds")
+        if args.phase not in PHASES:
+            raise JobError(f"--phase must be one of {', '.join(PHASES)}")
+        if not 1 <= args.lease_seconds <= 3600:
+            raise JobError("--lease-seconds must be 1-3600")
+        return cls(
+            args.grace, args.retention, args.phase, args.dry_run, args.lease_seconds, args.node
+        )
+
+
+def main(
+    args: argparse.Namespace, out: TextIO = sys.stdout, spark: SparkSession | None = None
+) -> int:
+    """Run ``metastore gc``; ``spark`` is a session to use (else one is started here)."""
+    try:
+        summary = _run(args, out, spark)
+    except JobError as exc:
+        print(f"metastore gc: {exc.message}", file=sys.stderr)
+        return exits.USAGE
+    print(summary.pop("summary"), file=out)
+    if args.json:
+        print(json.dumps(summary), file=out)
+    return exits.OK
+
+
+def _run(args: argparse.Namespace, out: TextIO, spark: SparkSession | None) -> dict[str, Any]:
+    options = JobOptions.from_args(args, JOB)
+    gc = GcOptions.from_args(args)
+    url = options.where if options.source == "url" else gc.node
+    if url is None:
+        raise JobError("gc deletes through a node: pass --url, or --node with --kafka/--data-dir")
+    node = NodeClient(url, token=options.token, credential=options.credential)
+    lease = Lease(node, JOB, scope_name(options.scope.tenant, options.scope.catalog), gc.lease_s)
+    started = time.monotonic()
+    recorded = lease.acquire()
+    try:
+        summary = _phases(options, gc, lease, node, recorded, out, spark)
+    except BaseException:
+        lease.abandon()  # the progress stays; the lease expires; a rerun resumes
+        raise
+    summary["seconds"] = round(time.monotonic() - started, 3)
+    if gc.dry_run:
+        lease.abandon()
+    else:
+        lease.finish({k: v for k, v in summary.items() if k != "summary"})
+    return summary
+
+
+def _phases(
+    options: JobOptions,
+    gc: GcOptions,
+    lease: Lease,
+    node: NodeClient,
+    recorded: dict[str, Any],
+    out: TextIO,
+    spark: SparkSession | None,
+) -> dict[str, Any]:
+    mark_state: dict[str, Any] | None = recorded.get("mark")
+    resumed = mark_state is not None and gc.phase != "mark" and not gc.dry_run
+    if resumed:
+        assert mark_state is not None
+        if not Path(mark_state["path"]).exists():
+            resumed, mark_state = False, None
+    if not resumed and gc.phase == "sweep":
+        raise JobError("no mark to sweep in this scope: run --phase mark (or both) first")
+    if not resumed:
+        mark_state = _mark(options, gc, node, out, spark)
+        if not gc.dry_run:
+            lease.save({"mark": mark_state, "swept": {}})
+    assert mark_state is not None
+    catalogs = [MarkedCatalog.from_json(c) for c in mark_state["catalogs"]]
+    summary: dict[str, Any] = {
+        "marked": mark_state["marked"],
+        "candidates": mark_state["candidates"],
+        "candidate_files": sum(len(c.files) for c in catalogs),
+        "reachable": sum(c.reachable for c in catalogs),
+        "catalogs": len(catalogs),
+        "mark_us": mark_state["mark_us"],
+        "mark_objects_per_s": mark_state["objects_per_s"],
+        "candidates_file": mark_state["path"],
+        "resumed": resumed,
+        "dry_run": gc.dry_run,
+    }
+    totals = SweepCounts()
+    if gc.phase != "mark":
+        if not gc.dry_run:
+            _wait_grace(mark_state["mark_us"], gc, lease, options.progress)
+        totals = _sweep(gc, lease, node, mark_state, catalogs, options.progress)
+    summary.update(totals.to_json())
+    summary["summary"] = _render(summary, gc)
+    return summary
+
+
+def _mark(
+    options: JobOptions, gc: GcOptions, node: NodeClient, out: TextIO, spark: SparkSession | None
+) -> dict[str, Any]:
+    mark_us = time.time_ns() // 1000  # before the source is read: see gc_mark
+    times = MarkTimes(mark_us, int(gc.grace_s * 1e6), int(gc.retention_s * 1e6))
+    source = open_source(options, node if options.source == "url" else None)
+    path = (options.out / f"mark-{mark_us}" / "candidates.parquet").resolve()
+    try:
+        source.check(options.scope)
+        session = spark or start(options.master, "metastore gc", options.out / "spark.log")
+        try:
+            progress = Progress(session.sparkContext, "gc mark", enabled=options.progress)
+            catalogs = mark(session, source, options.scope, times, path, progress)
+            done = progress.summary()
+        finally:
+            if spark is None:
+                session.stop()
+    finally:
+        source.close()
+    state = {
+        "mark_us": mark_us,
+        "grace_s": gc.grace_s,
+        "retention_s": gc.retention_s,
+        "path": str(path),
+        "marked": sum(c.objects for c in catalogs),
+        "candidates": sum(c.candidates for c in catalogs),
+        "objects_per_s": round(done.throughput, 1),
+        "catalogs": [c.to_json() for c in catalogs],
+    }
+    (path.parent / "mark.json").write_text(json.dumps(state, indent=2) + "\n")
+    if gc.dry_run:
+        for catalog in catalogs:
+            for orphan in catalog.files:
+                print(f"would delete {orphan['path']}", file=out)
+    return state
+
+
+def _wait_grace(mark_us: int, gc: GcOptions, lease: Lease, show: bool) -> None:
+    """Until ``mark + grace`` (the lease thread renews meanwhile)."""
+    until_s = mark_us / 1e6 + gc.grace_s
+    remaining = until_s - time.time()
+    if remaining > 0 and show:
+        print(f"gc: waiting {remaining:,.0f} s for the grace period to end", file=sys.stderr)
+    while (remaining := until_s - time.time()) > 0:
+        lease.check()
+        time.sleep(min(remaining, 5.0))
+
+
+def _sweep(
+    gc: GcOptions,
+    lease: Lease,
+    node: NodeClient,
+    mark_state: dict[str, Any],
+    catalogs: list[MarkedCatalog],
+    show: bool,
+) -> SweepCounts:
+    path = Path(mark_state["path"])
+    sweeper = Sweeper(node, dry_run=gc.dry_run, show=show)
+    swept: dict[str, Any] = {} if gc.dry_run else dict(lease.progress.get("swept") or {})
+    for done in swept.values():
+        sweeper.total.add(SweepCounts.from_json(done))
+    for catalog in catalogs:
+        name = f"{catalog.tenant}/{catalog.catalog}"
+        if name in swept:
+            continue
+        lease.check()
+        counts = sweeper.catalog(path, catalog.tenant, catalog.catalog, catalog.mark_head)
+        counts.files_deleted = sweeper.files(catalog.files)
+        if not gc.dry_run:
+            swept[name] = counts.to_json()
+            lease.save({"mark": mark_state, "swept": swept})
+    sweeper.leases()
+    return sweeper.total
+
+
+def _render(summary: dict[str, Any], gc: GcOptions) -> str:
+    line = (
+        f"gc: marked {summary['marked']:,} objects in {summary['catalogs']} catalogs "
+        f"({summary['mark_objects_per_s']:,.0f} objects/s), {summary['candidates']:,} candidates, "
+        f"{summary['candidate_files']} orphaned metadata files"
+    )
+    if gc.phase == "mark":
+        return line + f"; mark stored in {summary['candidates_file']}"
+    if gc.dry_run:
+        return line + (
+            f"; dry run: would delete {summary['would_delete']:,} objects "
+            f"({summary['spared']:,} spared) and {summary['candidate_files']} files"
+        )
+    return line + (
+        f"; deleted {summary['deleted']:,} objects ({summary['spared']:,} spared), "
+        f"{summary['files_deleted']} files, {summary['expired']} idempotency records"
+    )
