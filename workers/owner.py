@@ -99,6 +99,7 @@ class _Write:
     objects: Sequence[StoredObject]
     ref: RefUpdate | None
     updateable: tuple[ObjKey, str | None, UpdateableObject | None] | None
+    deletes: Sequence[ObjKey] = ()  # GC: tombstones ahead of ``objects``
     done: Future[int] = field(default_factory=Future)  # result: a consistency token
 
 
@@ -156,8 +157,13 @@ class PartitionOwner:
 
     # --- the write path ----------------------------------------------------------------
 
-    def submit(self, objects: Sequence[StoredObject], ref: RefUpdate | None) -> Future[int]:
-        return self._enqueue(_Write(objects, ref, None))
+    def submit(
+        self,
+        objects: Sequence[StoredObject],
+        ref: RefUpdate | None,
+        deletes: Sequence[ObjKey] = (),
+    ) -> Future[int]:
+        return self._enqueue(_Write(objects, ref, None, deletes))
 
     def submit_updateable(
         self, key: ObjKey, expected_token: str | None, new: UpdateableObject | None
@@ -278,6 +284,7 @@ class PartitionOwner:
         heads: dict[RefKey, int | None] = {}
         tokens: dict[ObjKey, str | None] = {}
         records: list[Produced] = []
+        written: set[ObjKey] = set()
         for write in batch:
             try:
                 self._check(write, heads, tokens)
@@ -285,7 +292,9 @@ class PartitionOwner:
                 write.done.set_exception(exc)
                 continue
             accepted.append(write)
+            records.extend(self._deletions(write, written))
             records.extend(self._records.object(o, self.epoch) for o in write.objects)
+            written.update(o.key for o in write.objects)
         if not accepted:
             return Outcome.OK
         try:
@@ -309,6 +318,18 @@ class PartitionOwner:
             )
             return Outcome.FENCED
         return Outcome.OK
+
+    def _deletions(self, write: _Write, written: set[ObjKey]) -> Iterator[Produced]:
+        """The GC tombstones of ``write``, in log order ahead of its own objects (so an
+        object it both deletes and writes stays, as in every backend).
+
+        Every object is produced whatever the view holds (views store an object once),
+        so a piece deleted by an earlier transaction and referenced again is written
+        again after its tombstone. An earlier write of this same batch that wrote a key
+        is newer than a deletion planned against HEAD: that tombstone is left out."""
+        for key in write.deletes:
+            if key not in written:
+                yield self._records.object_tombstone(key, self.epoch)
 
     def consistency_token(self) -> int:
         """The refs[p] offset this node's view has applied: a reader that waits for it

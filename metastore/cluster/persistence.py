@@ -81,18 +81,27 @@ class KafkaPersistence:
         # an owner bounds flush, commit and its view wait by the transaction timeout each
         return 3 * self.node.config.transaction_timeout_s + 5
 
-    def write(self, objects: Sequence[StoredObject], ref_update: RefUpdate | None = None) -> None:
+    def write(
+        self,
+        objects: Sequence[StoredObject],
+        ref_update: RefUpdate | None = None,
+        deletes: Sequence[ObjKey] = (),
+    ) -> None:
+        """One transaction by the partition's owner: ``deletes`` become GC tombstones in
+        the objects topic, ahead of ``objects``, in the same transaction as the ref record."""
         if ref_update is not None:
             tenant, catalog = ref_update.key.tenant, ref_update.key.catalog
         elif objects:
             tenant, catalog = objects[0].key.tenant, objects[0].key.catalog
+        elif deletes:
+            tenant, catalog = deletes[0].tenant, deletes[0].catalog
         else:
             return
         partition = self.node.partition_of(tenant, catalog)
         owner = self.node.local_owner(partition)
         if owner is None:
             raise NotOwner(f"this node does not own partition {partition}", partition)
-        future = owner.submit(objects, ref_update)
+        future = owner.submit(objects, ref_update, deletes)
         try:
             future.result(self._wait_s)
         except FutureTimeout:

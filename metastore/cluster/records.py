@@ -119,6 +119,12 @@ class RecordCodec:
         key = OBJECT_KEY + obj.key.encode()
         return self._produce("objects", "object", "changelog_object", key, record, epoch)
 
+    def object_tombstone(self, key: ObjKey, epoch: int) -> Produced:
+        """A garbage-collected object: every view and replay deletes it, compaction drops
+        the key from the log."""
+        headers = _headers("object", self._codec.version("changelog_object"), self.node, epoch)
+        return Produced("objects", OBJECT_KEY + key.encode(), None, headers)
+
     def updateable(self, record: UpdateableRecord) -> Produced:
         """A CAS on an updateable object; views apply it only if the token chain matches."""
         new = record.new

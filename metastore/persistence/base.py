@@ -3,8 +3,9 @@
 Deliberately narrow: anything that can do single-row conditional writes (a
 key-value store with compare-and-swap, a Kafka partition with one writer) can
 implement it. ``write`` is the one mutation of the commit
-path: it stores new immutable objects and, atomically with them, applies one
-compare-and-swap on a reference. In Kafka mode that maps to one transaction.
+path: it stores new immutable objects, deletes garbage-collected ones and,
+atomically with both, applies one compare-and-swap on a reference. In Kafka mode
+that maps to one transaction (deletions are tombstones in the objects topic).
 """
 
 from __future__ import annotations
@@ -62,13 +63,21 @@ class Persistence(Protocol):
         """Objects in the order of ``keys``; None where absent."""
         ...
 
-    def write(self, objects: Sequence[StoredObject], ref_update: RefUpdate | None = None) -> None:
-        """Store ``objects`` and apply ``ref_update``, all or nothing.
+    def write(
+        self,
+        objects: Sequence[StoredObject],
+        ref_update: RefUpdate | None = None,
+        deletes: Sequence[ObjKey] = (),
+    ) -> None:
+        """Store ``objects``, delete ``deletes`` and apply ``ref_update``, all or nothing.
 
         Raises ``RefConditionFailed`` if the ref's HEAD is not the expected one
         (or it exists when it must not), ``ObjectConflict`` if an object id is
         already stored with different bytes; in both cases nothing is written.
-        Re-writing an object with identical bytes is a no-op.
+        Re-writing an object with identical bytes is a no-op; deleting an absent
+        key is a no-op. The existence check sees this call's deletions: a key both
+        deleted and written ends up stored (the write references it), see
+        ``rules.new_objects``.
         """
         ...
 

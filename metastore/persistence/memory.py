@@ -21,7 +21,12 @@ from metastore.persistence.base import (
     decode_ref,
     encode_ref,
 )
-from metastore.persistence.rules import check_ref_update, check_updateable_key, new_objects
+from metastore.persistence.rules import (
+    check_ref_update,
+    check_updateable_key,
+    deleted_keys,
+    new_objects,
+)
 
 
 class MemoryPersistence:
@@ -38,7 +43,13 @@ class MemoryPersistence:
         with self._lock:
             return [self._objects.get(key.encode()) for key in keys]
 
-    def write(self, objects: Sequence[StoredObject], ref_update: RefUpdate | None = None) -> None:
+    def write(
+        self,
+        objects: Sequence[StoredObject],
+        ref_update: RefUpdate | None = None,
+        deletes: Sequence[ObjKey] = (),
+    ) -> None:
+        deleted = deleted_keys(deletes)
         with self._lock:
             # Validate everything before touching anything: that is the atomicity.
             # The ref first: a stale writer must see "conflict, retry", not a bug.
@@ -47,7 +58,9 @@ class MemoryPersistence:
                 check_ref_update(ref_update, self._head(ref_update.key, self._refs.get(raw_key)))
                 new = ref_update.new
                 new_value = None if new is None else encode_ref(self._codec, new)
-            fresh = new_objects(objects, self._objects.get)
+            fresh = new_objects(objects, self._objects.get, deleted)
+            for gone in deleted:
+                self._objects.pop(gone, None)
             if ref_update is not None:
                 if new_value is None:
                     self._refs.pop(raw_key, None)

@@ -49,7 +49,12 @@ from metastore.persistence.layout import (
     updateable_key,
     updateable_token,
 )
-from metastore.persistence.rules import check_ref_update, check_updateable_key, new_objects
+from metastore.persistence.rules import (
+    check_ref_update,
+    check_updateable_key,
+    deleted_keys,
+    new_objects,
+)
 
 PAGE = 256  # entries per scan page (one short-lived iterator each)
 
@@ -236,11 +241,18 @@ class RocksDBPersistence(RocksDBReader):
         super().__init__(RocksDB(path, sync=sync), codec if codec is not None else default_codec())
         self._lock = threading.Lock()
 
-    def write(self, objects: Sequence[StoredObject], ref_update: RefUpdate | None = None) -> None:
+    def write(
+        self,
+        objects: Sequence[StoredObject],
+        ref_update: RefUpdate | None = None,
+        deletes: Sequence[ObjKey] = (),
+    ) -> None:
         writes: dict[bytes, bytes | None] = {}
+        deleted = deleted_keys(deletes)
         with self._lock:
             # Validate everything first, the ref before the objects (a stale writer
-            # must see "conflict, retry", not a bug); then apply one batch.
+            # must see "conflict, retry", not a bug); then apply one batch: the
+            # deletions first, so an object this write also stores overrides them.
             if ref_update is not None:
                 current = self.get_ref(ref_update.key)
                 check_ref_update(ref_update, None if current is None else current.head)
@@ -256,7 +268,9 @@ class RocksDBPersistence(RocksDBReader):
                 raw = stored.get(raw_key)
                 return None if raw is None else decode_object(ObjKey.decode(raw_key), raw)
 
-            for raw_key, obj in new_objects(objects, lookup).items():
+            for raw_key in deleted:
+                writes[OBJ + raw_key] = None
+            for raw_key, obj in new_objects(objects, lookup, deleted).items():
                 writes[OBJ + raw_key] = encode_object(obj)
             self.db.write(writes)
 

@@ -120,6 +120,49 @@ def test_two_values_for_one_id_in_one_call_conflict(store: Persistence) -> None:
     assert store.get_objects([obj(3).key]) == [obj(3, b"c")]
 
 
+# --- deletions (garbage collection) -------------------------------------------------------
+
+
+def test_delete_removes_only_the_named_objects(store: Persistence) -> None:
+    store.write([obj(1), obj(2)])
+    store.write([], deletes=[obj(1).key, ObjKey("t1", "c1", "entity", 99)])  # absent: no-op
+    assert store.get_objects([obj(1).key, obj(2).key]) == [None, obj(2)]
+    assert [o.key for o in store.scan_objects("t1", "c1")] == [obj(2).key]
+
+
+def test_deletes_apply_with_the_ref_cas_all_or_nothing(store: Persistence) -> None:
+    create(store, MAIN, 0)
+    store.write([obj(1), obj(2)])
+    with pytest.raises(RefConditionFailed):  # lost CAS: nothing deleted, nothing written
+        store.write([obj(3)], RefUpdate(MAIN, 7, ref(MAIN, 8)), deletes=[obj(1).key])
+    assert store.get_objects([obj(1).key, obj(3).key]) == [obj(1), None]
+    with pytest.raises(ObjectConflict):  # a conflicting object: nothing deleted either
+        store.write([obj(2, b"other")], RefUpdate(MAIN, 0, ref(MAIN, 1)), deletes=[obj(1).key])
+    assert store.get_objects([obj(1).key]) == [obj(1)]
+    assert store.get_ref(MAIN) == ref(MAIN, 0)
+    moved = ref(MAIN, 1, (0,))
+    store.write([obj(3)], RefUpdate(MAIN, 0, moved), deletes=[obj(1).key])
+    assert store.get_objects([obj(1).key, obj(3).key]) == [None, obj(3)]
+    assert store.get_ref(MAIN) == moved
+
+
+def test_an_object_deleted_and_written_in_one_call_stays(store: Persistence) -> None:
+    """The existence check sees the call's own deletions: a write that references an
+    object it also deletes keeps it (the deletion is planned, the reference is real)."""
+    store.write([obj(1, b"piece")])
+    store.write([obj(1, b"piece"), obj(2)], deletes=[obj(1).key, obj(2).key])
+    assert store.get_objects([obj(1).key, obj(2).key]) == [obj(1, b"piece"), obj(2)]
+
+
+def test_a_deleted_object_is_written_again_by_a_later_write(store: Persistence) -> None:
+    store.write([obj(1, b"piece")])
+    store.write([], deletes=[obj(1).key])
+    assert store.get_objects([obj(1).key]) == [None]
+    again = StoredObject(obj(1).key, b"piece", 77_777)
+    store.write([again])  # not skipped as "already stored": it is gone
+    assert store.get_objects([obj(1).key]) == [again]
+
+
 # --- references -------------------------------------------------------------------------
 
 
