@@ -306,6 +306,7 @@ def _start_node(
     try:
         node.start(timeout=600)
     except (RuntimeError, TimeoutError) as exc:
+        print(f"  [{label}] failed: {exc}\n{node.log_tail(60)}", flush=True)
         failures.add(f"{label}: {exc}")
         node.kill()
         return float("nan"), 0

@@ -153,6 +153,14 @@ def test_rebuild_equals_replay_and_live_nodes_and_a_node_started_on_it_reads_the
     assert replay_summary["dropped"] == built["dropped"]
     assert replay_summary["records"] == built["records"]
 
+    # from a node: exactly the offsets its view had applied (its checkpoint is deleted)
+    status, text = run_rebuild(
+        spark, "--url", cluster.nodes[1].url, "--out", str(tmp_path / "from-node"), "--json"
+    )
+    assert status == 0, text
+    assert last_json(text)["digest"] == built["digest"]
+    assert Http(cluster.nodes[1].url).ok("GET", "/api/v1/admin/checkpoints")["checkpoints"] == []
+
     # a fresh directory only: the same --out again is refused before any work
     status, _ = run_rebuild(spark, *kafka, "--out", str(out))
     assert status == 2
