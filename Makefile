@@ -37,12 +37,13 @@ format: setup ## apply ruff's fixes and formatting
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-bench: setup ## benchmarks: the embedded node over HTTP, the cluster vs its broker, PyIceberg vs SqlCatalog, auth on vs off, rebuild on Spark vs replay (ARGS="--quick")
+bench: setup ## benchmarks: the embedded node over HTTP, the cluster vs its broker, PyIceberg vs SqlCatalog, auth on vs off, rebuild on Spark vs replay, gc mark on Spark vs one process (ARGS="--quick")
 	$(PY) -m bench.embedded $(ARGS)
 	$(PY) -m bench.cluster $(ARGS)
 	$(PY) -m bench.iceberg $(ARGS)
 	$(PY) -m bench.authz $(ARGS)
 	$(PY) -m bench.pipeline $(ARGS)
+	$(PY) -m bench.gc $(ARGS)
 
 clean: ## remove the venv, caches and ./data
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .bench data
