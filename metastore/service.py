@@ -11,9 +11,10 @@ immutable objects, most of them from the cache.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, ParamSpec, TypeVar
 
 from metastore.cache import ObjectCache
 from metastore.changes import Change, CreateEntity, UpdateEntity
@@ -38,6 +39,7 @@ from metastore.keys import (
     TENANT_RECORD,
     EntityKey,
     Kind,
+    ObjKey,
     RefKey,
     kind_prefix,
 )
@@ -48,8 +50,10 @@ from metastore.paging import PageToken, check_page_size, decode_token, encode_to
 from metastore.persistence.base import Persistence, Ref
 from metastore.requirements import AssertEmpty, AssertVersion, Requirement
 from metastore.store import CatalogObjects
+from metastore.sweep import SweepPlan, SweepResult, check_candidates
 
 T = TypeVar("T")
+P = ParamSpec("P")
 Shows = Callable[[str, Entity], bool]  # which tenants or catalogs a listing keeps
 
 
@@ -92,6 +96,17 @@ class Metastore:
         return CatalogObjects(self.persistence, self._codec, self._cache, tenant, catalog)
 
     # --- reads -------------------------------------------------------------------------
+
+    async def read(self, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """``function(*args, **kwargs)`` in a worker thread: how a coroutine runs a read.
+
+        Every read below blocks: it reaches RocksDB (the embedded store or the cluster
+        view) for refs, commits, index stripes and entities, a listing for many of
+        them. Handlers await them through here so the event loop keeps serving while
+        a read waits on the disk. The threads are the default executor's, not the
+        commit threads, so reads never queue behind a batch's durable write.
+        """
+        return await asyncio.to_thread(function, *args, **kwargs)
 
     def get_ref(self, tenant: str, catalog: str) -> Ref:
         ref = self.persistence.get_ref(catalog_ref(tenant, catalog))
@@ -205,7 +220,7 @@ class Metastore:
         if not self.writable:
             raise ServiceUnavailable("this node cannot write (its node id lease was lost)")
         if catalog != SYSTEM_CATALOG:
-            self.check_tenant(tenant)
+            await self.read(self.check_tenant, tenant)
         outcome = await self._lanes.submit(catalog_ref(tenant, catalog), request)
         if self._consistency is not None:
             WRITTEN.set(self._consistency(tenant, catalog))
@@ -229,6 +244,32 @@ class Metastore:
             tuple(requirements), tuple(changes), principal, operation, record=record
         )
         return await self.commit(tenant, catalog, request)
+
+    async def sweep(
+        self,
+        tenant: str,
+        catalog: str,
+        mark_head: int,
+        candidates: Sequence[ObjKey],
+        principal: str,
+        dry_run: bool = False,
+    ) -> SweepResult:
+        """Delete the ``candidates`` a mark at ``mark_head`` found unreachable, except those
+        a newer commit references again: one "gc" commit, planned inside the engine on
+        the HEAD it builds on (``metastore.sweep``). A dry run plans at HEAD, writes nothing."""
+        plan = SweepPlan(mark_head, check_candidates(tenant, catalog, candidates))
+        if dry_run:
+            deleted = await self.read(self._plan_at_head, tenant, catalog, plan)
+            return SweepResult(len(deleted), len(plan.candidates) - len(deleted), 0)
+        request = CommitRequest(principal=principal, operation="gc", deletions=plan)
+        outcome = await self.commit(tenant, catalog, request)
+        spared = len(plan.candidates) - len(outcome.deleted)
+        return SweepResult(len(outcome.deleted), spared, outcome.commit_id)
+
+    def _plan_at_head(self, tenant: str, catalog: str, plan: SweepPlan) -> tuple[ObjKey, ...]:
+        ref = self.get_ref(tenant, catalog)
+        objects = self.objects(tenant, catalog)
+        return plan.plan(objects, objects.commit(ref.head), ref.recent)
 
     # --- tenants -----------------------------------------------------------------------
 
@@ -284,8 +325,7 @@ class Metastore:
         return _only(await self.commit(tenant, catalog, request))
 
     async def delete_tenant(self, name: str, principal: str) -> None:
-        self.check_tenant(name)
-        if any(r.key.catalog for r in self.persistence.scan_refs(name)):
+        if await self.read(self._has_catalogs, name):
             raise NotEmpty(f"tenant {name!r} still has catalogs; delete them first")
         request = CommitRequest(
             principal=principal, operation="delete tenant", ref_action=RefAction.DELETE
@@ -345,9 +385,13 @@ class Metastore:
             principal=principal, operation="reset", ref_action=RefAction.RESET, reset_to=to
         )
         await self.commit(tenant, catalog, request)
-        return self.get_ref(tenant, catalog)
+        return await self.read(self.get_ref, tenant, catalog)
 
     # --- helpers -----------------------------------------------------------------------
+
+    def _has_catalogs(self, tenant: str) -> bool:
+        self.check_tenant(tenant)
+        return any(r.key.catalog for r in self.persistence.scan_refs(tenant))
 
     def _record(self, tenant: str, catalog: str, key: EntityKey) -> Entity:
         try:

@@ -20,6 +20,7 @@ or metadata file (``metastore.iceberg.idempotency``).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -170,13 +171,14 @@ async def once(attempt: Callable[[], Awaitable[T]], first: Callable[[], T | None
     An attempt that fails as a client error (409, 404, ...) may have lost a race
     to the identical request, which then recorded its outcome: that outcome is the
     answer. Server errors (an unknown outcome, a write to forward) are never masked.
+    ``first`` reads the record (and the commit it names) from the store: a thread.
     """
-    if (stored := first()) is not None:
+    if (stored := await asyncio.to_thread(first)) is not None:
         return stored
     try:
         return await attempt()
     except MetastoreError as exc:
-        if exc.status >= 500 or (stored := first()) is None:
+        if exc.status >= 500 or (stored := await asyncio.to_thread(first)) is None:
             raise
         return stored
 

@@ -120,7 +120,7 @@ async def tenancy(request: web.Request, handler: Handler) -> web.StreamResponse:
     if request.path not in OPEN_PATHS:
         principal = caller(request)
         check_caller_token(request, principal)
-        charge(request, principal)
+        await charge(request, principal)
     return await handler(request)
 
 

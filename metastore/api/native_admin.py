@@ -34,7 +34,8 @@ CATALOG = CATALOGS + "/{catalog}"
 async def list_tenants(request: web.Request) -> web.Response:
     token, size = params.page(request)
     shown = visible(request)  # the caller's own tenant only, unless a service admin
-    result = request.app[METASTORE].list_tenants(token, size, lambda n, e: shown.shows(n))
+    metastore = request.app[METASTORE]
+    result = await metastore.read(metastore.list_tenants, token, size, lambda n, e: shown.shows(n))
     return web.json_response(
         {
             "tenants": [named_json(n, e) for n, e in result.items],
@@ -62,7 +63,8 @@ async def create_tenant(request: web.Request) -> web.Response:
 @routes.get(TENANT)
 async def get_tenant(request: web.Request) -> web.Response:
     name = params.tenant(request)
-    return web.json_response(named_json(name, request.app[METASTORE].get_tenant(name)))
+    metastore = request.app[METASTORE]
+    return web.json_response(named_json(name, await metastore.read(metastore.get_tenant, name)))
 
 
 async def _update_record(request: web.Request, tenant: str, catalog: str) -> Entity:
@@ -107,8 +109,9 @@ async def list_catalogs(request: web.Request) -> web.Response:
     tenant = params.tenant(request)
     token, size = params.page(request)
     shown = visible(request)  # those the caller holds something in, or all with CATALOG_LIST
-    result = request.app[METASTORE].list_catalogs(
-        tenant, token, size, lambda n, e: shown.shows(n, e.entity_id)
+    metastore = request.app[METASTORE]
+    result = await metastore.read(
+        metastore.list_catalogs, tenant, token, size, lambda n, e: shown.shows(n, e.entity_id)
     )
     return web.json_response(
         {
@@ -135,7 +138,7 @@ async def create_catalog(request: web.Request) -> web.Response:
     body = await read_json(request, "create_catalog")
     name = check_system_name("catalog", body["name"])
     metastore, storages = request.app[METASTORE], request.app[STORAGE]
-    metastore.check_tenant(tenant)
+    await metastore.read(metastore.check_tenant, tenant)
     given = "storage" in body
     storage = Storage.from_json(body["storage"]) if given else storages.seed(tenant, name)
     await asyncio.to_thread(storages.check, tenant, name, storage, given=given)
@@ -161,8 +164,9 @@ async def create_catalog(request: web.Request) -> web.Response:
 @routes.get(CATALOG)
 async def get_catalog(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
-    entity = request.app[METASTORE].get_catalog(tenant, catalog)
-    storage = request.app[STORAGE].of(tenant, catalog)
+    metastore = request.app[METASTORE]
+    entity = await metastore.read(metastore.get_catalog, tenant, catalog)
+    storage = await metastore.read(request.app[STORAGE].of, tenant, catalog)
     return web.json_response(_catalog_json(catalog, entity, storage))
 
 
@@ -173,7 +177,7 @@ async def update_storage(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
     body = await read_json(request, "update_storage")
     metastore, storages = request.app[METASTORE], request.app[STORAGE]
-    storages.of(tenant, catalog)  # 404 for an unknown tenant or catalog
+    await metastore.read(storages.of, tenant, catalog)  # 404 for an unknown tenant or catalog
     storage = Storage.from_json(body["storage"])
     await asyncio.to_thread(storages.check, tenant, catalog, storage, given=True)
     principal = principal_of(request)
@@ -183,7 +187,7 @@ async def update_storage(request: web.Request) -> web.Response:
         lambda record: storages.update(tenant, catalog, storage, expected, principal, record),
         lambda first: first,
     )
-    entity = metastore.get_catalog(tenant, catalog)
+    entity = await metastore.read(metastore.get_catalog, tenant, catalog)
     return web.json_response(_catalog_json(catalog, entity, _recorded(outcome)))
 
 
@@ -191,7 +195,7 @@ async def update_storage(request: web.Request) -> web.Response:
 async def update_catalog(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
     entity = await _update_record(request, tenant, catalog)
-    storage = request.app[STORAGE].of(tenant, catalog)
+    storage = await request.app[METASTORE].read(request.app[STORAGE].of, tenant, catalog)
     return web.json_response(_catalog_json(catalog, entity, storage))
 
 
@@ -206,7 +210,8 @@ async def delete_catalog(request: web.Request) -> web.Response:
 @routes.get(CATALOG + "/ref")
 async def get_ref(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
-    return web.json_response(ref_json(request.app[METASTORE].get_ref(tenant, catalog)))
+    metastore = request.app[METASTORE]
+    return web.json_response(ref_json(await metastore.read(metastore.get_ref, tenant, catalog)))
 
 
 @routes.post(CATALOG + "/ref/reset")
@@ -223,7 +228,8 @@ async def reset_ref(request: web.Request) -> web.Response:
 async def list_commits(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
     token, size = params.page(request)
-    result = request.app[METASTORE].list_commits(tenant, catalog, token, size)
+    metastore = request.app[METASTORE]
+    result = await metastore.read(metastore.list_commits, tenant, catalog, token, size)
     return web.json_response(
         {"commits": [commit_json(c) for c in result.items], "next-page-token": result.next_token}
     )
@@ -235,4 +241,6 @@ async def get_commit(request: web.Request) -> web.Response:
     raw = request.match_info["commit_id"]
     if not (raw.isascii() and raw.isdigit()) or len(raw) > 20:  # "²".isdigit() is True
         raise NoSuchCommit(f"no commit {raw!r}")
-    return web.json_response(commit_json(request.app[METASTORE].head(tenant, catalog, int(raw))))
+    metastore = request.app[METASTORE]
+    commit = await metastore.read(metastore.head, tenant, catalog, int(raw))
+    return web.json_response(commit_json(commit))

@@ -63,6 +63,10 @@ def _contained(request: web.Request, change: Change) -> Change:
     return replace(change, location=check_inside(change.location, storage.allowed, what))
 
 
+def _contained_all(request: web.Request, changes: tuple[Change, ...]) -> tuple[Change, ...]:
+    return tuple(_contained(request, change) for change in changes)
+
+
 async def _commit(
     request: web.Request,
     requirements: tuple[Requirement, ...],
@@ -72,7 +76,7 @@ async def _commit(
     """Commit as the request's principal; a retried ``Idempotency-Key`` gets the first outcome."""
     tenant, catalog = params.tenant(request), params.catalog(request)
     metastore = request.app[METASTORE]
-    changes = tuple(_contained(request, change) for change in changes)
+    changes = await metastore.read(_contained_all, request, changes)
     principal = principal_of(request)
     return await Idempotency.of(request, metastore, tenant, catalog).run(
         lambda record: metastore.change(
@@ -101,7 +105,9 @@ async def list_namespaces(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
     token, size = params.page(request)
     shown = visible(request)  # what the caller may see (metastore.api.access)
-    result = request.app[METASTORE].list_entities(
+    metastore = request.app[METASTORE]
+    result = await metastore.read(
+        metastore.list_entities,
         tenant,
         catalog,
         params.parent(request),
@@ -131,7 +137,8 @@ async def create_namespace(request: web.Request) -> web.Response:
 async def get_namespace(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
     key = EntityKey.namespace_key(params.namespace(request))
-    entity = request.app[METASTORE].get_entity(tenant, catalog, key, params.at(request))
+    metastore = request.app[METASTORE]
+    entity = await metastore.read(metastore.get_entity, tenant, catalog, key, params.at(request))
     return web.json_response(entity_json(entity))
 
 
@@ -162,7 +169,9 @@ async def list_entities(request: web.Request) -> web.Response:
     kind = params.collection_kind(request)
     token, size = params.page(request)
     shown = visible(request)  # what the caller may see (metastore.api.access)
-    result = request.app[METASTORE].list_entities(
+    metastore = request.app[METASTORE]
+    result = await metastore.read(
+        metastore.list_entities,
         tenant,
         catalog,
         params.namespace(request),
@@ -193,9 +202,9 @@ async def create_entity(request: web.Request) -> web.Response:
 @routes.get(ENTITY)
 async def get_entity(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
-    entity = request.app[METASTORE].get_entity(
-        tenant, catalog, params.entity_key(request), params.at(request)
-    )
+    metastore = request.app[METASTORE]
+    key, at = params.entity_key(request), params.at(request)
+    entity = await metastore.read(metastore.get_entity, tenant, catalog, key, at)
     return web.json_response(entity_json(entity))
 
 

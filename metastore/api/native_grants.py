@@ -73,7 +73,12 @@ CATALOG_ROLE_GRANTS = CATALOG_ROLE_PATH + "/grants"
 # --- helpers ------------------------------------------------------------------------------
 
 
-def _policy(request: web.Request, tenant: str) -> Policy:
+async def _policy(request: web.Request, tenant: str) -> Policy:
+    """The tenant's policy (404 for an unknown tenant), read from the store: a thread."""
+    return await request.app[METASTORE].read(_read_policy, request, tenant)
+
+
+def _read_policy(request: web.Request, tenant: str) -> Policy:
     request.app[METASTORE].check_tenant(tenant)  # 404 for an unknown tenant
     return request.app[AUTHORIZER].policies.get(tenant)
 
@@ -154,7 +159,7 @@ def _privilege(body: dict[str, Any]) -> Privilege:
 @routes.get(PRINCIPAL_ROLES)
 async def list_principal_roles(request: web.Request) -> web.Response:
     tenant = params.tenant(request)
-    policy = _policy(request, tenant)
+    policy = await _policy(request, tenant)
     shown = visible(request)
     roles = [_role_json(TENANT_ADMIN, None)] + [
         _role_json(name, entity) for name, entity in sorted(policy.principal_roles.items())
@@ -182,7 +187,7 @@ async def create_principal_role(request: web.Request) -> web.Response:
 @routes.get(PRINCIPAL_ROLE)
 async def get_principal_role(request: web.Request) -> web.Response:
     tenant, role = params.tenant(request), _role_name(request)
-    entity = _principal_role(_policy(request, tenant), role)
+    entity = _principal_role(await _policy(request, tenant), role)
     return web.json_response(_role_json(role, entity))
 
 
@@ -190,7 +195,7 @@ async def get_principal_role(request: web.Request) -> web.Response:
 async def delete_principal_role(request: web.Request) -> web.Response:
     """The role and every link to it: memberships, catalog roles granted, grants."""
     tenant, role = params.tenant(request), _role_name(request)
-    policy = _policy(request, tenant)
+    policy = await _policy(request, tenant)
     entity = _principal_role(policy, role)
     if entity is None:
         raise BadRequest(f"{TENANT_ADMIN} is built in; it cannot be deleted")
@@ -204,7 +209,7 @@ async def delete_principal_role(request: web.Request) -> web.Response:
 @routes.get(MEMBERS)
 async def list_members(request: web.Request) -> web.Response:
     tenant, role = params.tenant(request), _role_name(request)
-    policy = _policy(request, tenant)
+    policy = await _policy(request, tenant)
     _principal_role(policy, role)
     return web.json_response({"principals": policy.members_of(role), "next-page-token": None})
 
@@ -214,7 +219,7 @@ async def add_member(request: web.Request) -> web.Response:
     tenant, role = params.tenant(request), _role_name(request)
     body = await read_json(request, "assign_role")
     name = check_system_name("principal", body["principal"])
-    policy = _policy(request, tenant)
+    policy = await _policy(request, tenant)
     entity = _principal_role(policy, role)
     if entity is None:
         caller = checker(request)
@@ -237,7 +242,7 @@ async def add_member(request: web.Request) -> web.Response:
 async def remove_member(request: web.Request) -> web.Response:
     tenant, role = params.tenant(request), _role_name(request)
     name = check_system_name("principal", request.match_info["principal"])
-    policy = _policy(request, tenant)
+    policy = await _policy(request, tenant)
     entity = _principal_role(policy, role)
     if entity is None:
         caller = checker(request)
@@ -255,7 +260,7 @@ async def remove_member(request: web.Request) -> web.Response:
 @routes.get(ROLE_CATALOG_ROLES)
 async def list_role_catalog_roles(request: web.Request) -> web.Response:
     tenant, role = params.tenant(request), _role_name(request)
-    policy = _policy(request, tenant)
+    policy = await _policy(request, tenant)
     _principal_role(policy, role)
     held = sorted(policy.role_grants.get(role, ()))
     return web.json_response(
@@ -269,7 +274,7 @@ async def grant_catalog_role(request: web.Request) -> web.Response:
     body = await read_json(request, "grant_catalog_role")
     catalog = check_system_name("catalog", body["catalog"])
     name = check_system_name("catalog role", body["catalog-role"])
-    policy = _policy(request, tenant)
+    policy = await _policy(request, tenant)
     entity = _principal_role(policy, role)
     if entity is None:
         raise BadRequest(f"{TENANT_ADMIN} holds every privilege of its tenant already")
@@ -289,7 +294,7 @@ async def revoke_catalog_role(request: web.Request) -> web.Response:
     tenant, role = params.tenant(request), _role_name(request)
     catalog = params.catalog(request)
     name = _role_name(request, "catalog_role")
-    policy = _policy(request, tenant)
+    policy = await _policy(request, tenant)
     if changes.role_grant_key(role, catalog, name).name not in policy.records:
         raise NoSuchGrant(f"catalog role {catalog}.{name} is not granted to {role}")
     await _commit(request, tenant, changes.revoke_catalog_role(role, catalog, name))
@@ -310,7 +315,7 @@ def _tenant_grant(request: web.Request, policy: Policy, body: dict[str, Any]) ->
 @routes.get(ROLE_GRANTS)
 async def list_role_grants(request: web.Request) -> web.Response:
     tenant, role = params.tenant(request), _role_name(request)
-    policy = _policy(request, tenant)
+    policy = await _policy(request, tenant)
     _principal_role(policy, role)
     grants = sorted(policy.grants.get(Grantee(role), ()), key=lambda g: g.privilege.name)
     return web.json_response({"grants": [_grant_json(g) for g in grants], "next-page-token": None})
@@ -320,7 +325,7 @@ async def list_role_grants(request: web.Request) -> web.Response:
 async def grant_to_principal_role(request: web.Request) -> web.Response:
     tenant = params.tenant(request)
     body = await read_json(request, "grant_privilege")
-    policy = _policy(request, tenant)
+    policy = await _policy(request, tenant)
     grant = _tenant_grant(request, policy, body)
     entity = policy.principal_roles[grant.grantee.role]
     return await _grant(request, tenant, policy, grant, entity)
@@ -330,7 +335,7 @@ async def grant_to_principal_role(request: web.Request) -> web.Response:
 async def revoke_from_principal_role(request: web.Request) -> web.Response:
     tenant = params.tenant(request)
     body = await read_json(request, "grant_privilege")
-    policy = _policy(request, tenant)
+    policy = await _policy(request, tenant)
     return await _revoke(request, tenant, policy, _tenant_grant(request, policy, body))
 
 
@@ -357,7 +362,7 @@ async def _revoke(request: web.Request, tenant: str, policy: Policy, grant: Gran
 @routes.get(CATALOG_ROLES)
 async def list_catalog_roles(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
-    policy = _policy(request, tenant)
+    policy = await _policy(request, tenant)
     roles = policy.catalog_roles_of(catalog, _catalog_id(request, tenant, catalog))
     return web.json_response(
         {"catalog-roles": [_role_json(r.name, r.entity) for r in roles], "next-page-token": None}
@@ -372,7 +377,7 @@ async def create_catalog_role(request: web.Request) -> web.Response:
     body = await read_json(request, "create_role")
     name = check_system_name("catalog role", body["name"])
     properties = check_user_properties(body.get("properties", {}))
-    policy = _policy(request, tenant)
+    policy = await _policy(request, tenant)
     catalog_id = _catalog_id(request, tenant, catalog)
     if policy.catalog_role(catalog, name, catalog_id) is not None:
         raise AlreadyExists(f"catalog role already exists: {catalog}.{name}")
@@ -385,14 +390,14 @@ async def create_catalog_role(request: web.Request) -> web.Response:
 @routes.get(CATALOG_ROLE_PATH)
 async def get_catalog_role(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
-    role = _catalog_role(request, _policy(request, tenant), tenant, catalog)
+    role = _catalog_role(request, await _policy(request, tenant), tenant, catalog)
     return web.json_response(_role_json(role.name, role.entity))
 
 
 @routes.delete(CATALOG_ROLE_PATH)
 async def delete_catalog_role(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
-    policy = _policy(request, tenant)
+    policy = await _policy(request, tenant)
     role = _catalog_role(request, policy, tenant, catalog)
     await _commit(request, tenant, changes.delete_catalog_role(policy, role))
     return web.Response(status=204)
@@ -414,7 +419,7 @@ def _catalog_grant(
 @routes.get(CATALOG_ROLE_GRANTS)
 async def list_catalog_role_grants(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
-    policy = _policy(request, tenant)
+    policy = await _policy(request, tenant)
     role = _catalog_role(request, policy, tenant, catalog)
     grants = sorted(
         policy.grants.get(Grantee(role.name, catalog), ()),
@@ -427,7 +432,7 @@ async def list_catalog_role_grants(request: web.Request) -> web.Response:
 async def grant_to_catalog_role(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
     body = await read_json(request, "grant_privilege")
-    policy = _policy(request, tenant)
+    policy = await _policy(request, tenant)
     role, grant = _catalog_grant(request, policy, tenant, catalog, body)
     return await _grant(request, tenant, policy, grant, role.entity)
 
@@ -436,6 +441,6 @@ async def grant_to_catalog_role(request: web.Request) -> web.Response:
 async def revoke_from_catalog_role(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
     body = await read_json(request, "grant_privilege")
-    policy = _policy(request, tenant)
+    policy = await _policy(request, tenant)
     _, grant = _catalog_grant(request, policy, tenant, catalog, body)
     return await _revoke(request, tenant, policy, grant)

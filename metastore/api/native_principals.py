@@ -99,7 +99,9 @@ async def list_principals(request: web.Request) -> web.Response:
     tenant = params.tenant(request)
     token, size = params.page(request)
     shown = visible(request)  # all with PRINCIPAL_LIST, else the caller itself
-    page = request.app[IDENTITY].principals.list(tenant, token, size, shown.shows)
+    principals = request.app[IDENTITY].principals
+    metastore = request.app[METASTORE]
+    page = await metastore.read(principals.list, tenant, token, size, shown.shows)
     return web.json_response(
         {
             "principals": [principal_json(tenant, e) for e in page.items],
@@ -131,7 +133,8 @@ async def create_principal(request: web.Request) -> web.Response:
 @routes.get(PRINCIPAL)
 async def get_principal(request: web.Request) -> web.Response:
     tenant, name = params.tenant(request), _name(request)
-    entity = request.app[IDENTITY].principals.get(tenant, name)
+    principals = request.app[IDENTITY].principals
+    entity = await request.app[METASTORE].read(principals.get, tenant, name)
     return web.json_response(principal_json(tenant, entity))
 
 
@@ -215,7 +218,8 @@ async def list_tenant_commits(request: web.Request) -> web.Response:
     other change to its system catalog), newest first, paged like a catalog's."""
     tenant = params.tenant(request)
     token, size = params.page(request)
-    page = request.app[METASTORE].list_commits(tenant, SYSTEM_CATALOG, token, size)
+    metastore = request.app[METASTORE]
+    page = await metastore.read(metastore.list_commits, tenant, SYSTEM_CATALOG, token, size)
     return web.json_response(
         {"commits": [commit_json(c) for c in page.items], "next-page-token": page.next_token}
     )

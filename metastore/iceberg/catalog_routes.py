@@ -53,7 +53,8 @@ ENDPOINTS = [
 @routes.get("/v1/config")
 async def get_config(request: web.Request) -> web.Response:
     tenant, catalog = warehouse_of(request)
-    request.app[METASTORE].get_ref(tenant, catalog)  # 404 for an unknown warehouse
+    metastore = request.app[METASTORE]
+    await metastore.read(metastore.get_ref, tenant, catalog)  # 404 for an unknown warehouse
     prefix = encode_prefix(tenant, catalog, request.app[CONFIG].default_tenant)
     return json_response(
         {
@@ -74,10 +75,11 @@ def _ns_key(request: web.Request) -> EntityKey:
 
 @routes.get(NAMESPACES)
 async def list_namespaces(request: web.Request) -> web.Response:
-    call = Call.of(request)
+    call = await Call.of(request)
     token, size = params.page(request)
     shown = visible(request)  # what the caller may see (metastore.api.access)
-    page = call.metastore.list_entities(
+    page = await call.metastore.read(
+        call.metastore.list_entities,
         call.tenant,
         call.catalog,
         params.parent(request),
@@ -93,7 +95,7 @@ async def list_namespaces(request: web.Request) -> web.Response:
 @routes.post(NAMESPACES)
 @idempotent
 async def create_namespace(request: web.Request) -> web.Response:
-    call = Call.of(request)
+    call = await Call.of(request)
     body = await read_json(request, "iceberg_create_namespace")
     key = EntityKey.namespace_key(check_namespace(body["namespace"]))
     result = {"namespace": list(key.path), "properties": body.get("properties", {})}
@@ -106,22 +108,24 @@ async def create_namespace(request: web.Request) -> web.Response:
 
 @routes.get(NAMESPACE, allow_head=False)
 async def load_namespace(request: web.Request) -> web.Response:
-    call = Call.of(request)
-    entity = call.metastore.get_entity(call.tenant, call.catalog, _ns_key(request))
+    call = await Call.of(request)
+    metastore = call.metastore
+    entity = await metastore.read(metastore.get_entity, call.tenant, call.catalog, _ns_key(request))
     return json_response({"namespace": list(entity.path), "properties": dict(entity.properties)})
 
 
 @routes.head(NAMESPACE)
 async def namespace_exists(request: web.Request) -> web.Response:
-    call = Call.of(request)
-    call.metastore.get_entity(call.tenant, call.catalog, _ns_key(request))
+    call = await Call.of(request)
+    metastore = call.metastore
+    await metastore.read(metastore.get_entity, call.tenant, call.catalog, _ns_key(request))
     return web.Response(status=204)
 
 
 @routes.delete(NAMESPACE)
 @idempotent
 async def drop_namespace(request: web.Request) -> web.Response:
-    call = Call.of(request)
+    call = await Call.of(request)
     changes = (DeleteEntity(_ns_key(request)), *call.idempotency.record(204))
     await call.metastore.change(
         call.tenant, call.catalog, changes, call.principal, "drop namespace"
@@ -132,7 +136,7 @@ async def drop_namespace(request: web.Request) -> web.Response:
 @routes.post(NAMESPACE + "/properties")
 @idempotent
 async def update_namespace(request: web.Request) -> web.Response:
-    call = Call.of(request)
+    call = await Call.of(request)
     key = _ns_key(request)
     body = await read_json(request, "iceberg_update_namespace")
     updates: dict[str, str] = body.get("updates", {})
@@ -141,7 +145,9 @@ async def update_namespace(request: web.Request) -> web.Response:
         raise BadRequest(f"keys both updated and removed: {sorted(set(updates) & set(removals))}")
     attempts = REBASES.start()
     while True:
-        entity = call.metastore.get_entity(call.tenant, call.catalog, key)
+        entity = await call.metastore.read(
+            call.metastore.get_entity, call.tenant, call.catalog, key
+        )
         result: dict[str, Any] = {
             "updated": sorted(updates),
             "removed": sorted(k for k in set(removals) if k in entity.properties),

@@ -43,13 +43,13 @@ class Call:
     idempotency: Idempotency
 
     @classmethod
-    def of(cls, request: web.Request) -> Call:
+    async def of(cls, request: web.Request) -> Call:
         if isinstance(call := request.get(_CALL), Call):
             return call
         app = request.app
         tenant, catalog = catalog_of(request)
         metastore, iceberg = app[METASTORE], app[ICEBERG]
-        metastore.get_ref(tenant, catalog)  # 404 for an unknown prefix
+        await metastore.read(metastore.get_ref, tenant, catalog)  # 404 for an unknown prefix
         idempotency = Idempotency.of(request, metastore, iceberg.warehouse, tenant, catalog)
         call = cls(metastore, iceberg, tenant, catalog, principal_of(request), idempotency)
         request[_CALL] = call
@@ -76,13 +76,13 @@ def idempotent(handler: Handler) -> Handler:
 
     A retry gets the recorded outcome without running the handler; an attempt that
     fails as a client error after the identical request succeeded gets that outcome.
-    The handler stores its outcome with ``Call.of(request).idempotency.record(...)``
+    The handler stores its outcome with ``(await Call.of(request)).idempotency.record(...)``
     in its commit.
     """
 
     @functools.wraps(handler)
     async def run(request: web.Request) -> web.StreamResponse:
-        call = Call.of(request)
+        call = await Call.of(request)
         return await once(lambda: handler(request), call.idempotency.replay)
 
     return run

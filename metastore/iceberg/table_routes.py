@@ -59,12 +59,13 @@ class TransactionBody(IcebergBaseModel):
     table_changes: list[CommitTableBody] = Field(alias="table-changes")
 
 
-def list_identifiers(request: web.Request, kind: Kind) -> web.Response:
+async def list_identifiers(request: web.Request, kind: Kind) -> web.Response:
     """One page of the tables or views directly in a namespace, as Iceberg identifiers."""
-    call = Call.of(request)
+    call = await Call.of(request)
     token, size = params.page(request)
     shown = visible(request)  # what the caller may see (metastore.api.access)
-    page = call.metastore.list_entities(
+    page = await call.metastore.read(
+        call.metastore.list_entities,
         call.tenant,
         call.catalog,
         params.namespace(request),
@@ -79,13 +80,13 @@ def list_identifiers(request: web.Request, kind: Kind) -> web.Response:
 
 @routes.get(TABLES)
 async def list_tables(request: web.Request) -> web.Response:
-    return list_identifiers(request, Kind.TABLE)
+    return await list_identifiers(request, Kind.TABLE)
 
 
 @routes.post(TABLES)
 @idempotent
 async def create_table(request: web.Request) -> web.Response:
-    call = Call.of(request)
+    call = await Call.of(request)
     namespace = params.namespace(request)
     _, body = await body_as(request, "iceberg_create_table", CreateTableBody)
     key = table_key(namespace, check_name("table", body.name))
@@ -102,7 +103,10 @@ async def create_table(request: web.Request) -> web.Response:
         dict(body.properties),
     )
     if body.stage_create:
-        call.metastore.get_entity(call.tenant, call.catalog, EntityKey.namespace_key(namespace))
+        namespace_key = EntityKey.namespace_key(namespace)
+        await call.metastore.read(
+            call.metastore.get_entity, call.tenant, call.catalog, namespace_key
+        )
         with iceberg_errors():
             staged = metadata.model_dump(mode="json", by_alias=True, exclude_none=True)
         return json_response({"metadata-location": None, "metadata": staged, "config": {}})
@@ -122,7 +126,7 @@ async def create_table(request: web.Request) -> web.Response:
 @routes.post(PREFIX + "/namespaces/{namespace}/register")
 @idempotent
 async def register_table(request: web.Request) -> web.Response:
-    call = Call.of(request)
+    call = await Call.of(request)
     namespace = params.namespace(request)
     body = await read_json(request, "iceberg_register_table")
     key = table_key(namespace, check_name("table", body["name"]))
@@ -133,7 +137,7 @@ async def register_table(request: web.Request) -> web.Response:
     replace = None
     if body.get("overwrite"):
         try:
-            replace = tables.load(call.tenant, call.catalog, key)
+            replace = await call.metastore.read(tables.load, call.tenant, call.catalog, key)
         except NotFound:
             replace = None
     state = await tables.create(
@@ -152,30 +156,32 @@ async def register_table(request: web.Request) -> web.Response:
 
 @routes.get(TABLE, allow_head=False)
 async def load_table(request: web.Request) -> web.Response:
-    call = Call.of(request)
+    call = await Call.of(request)
     snapshots = request.query.get("snapshots", "all")
     if snapshots not in ("all", "refs"):
         raise BadRequest("query parameter snapshots must be all or refs")
-    state = call.iceberg.tables.load(call.tenant, call.catalog, named(request, Kind.TABLE, "table"))
+    key = named(request, Kind.TABLE, "table")
+    state = await call.metastore.read(call.iceberg.tables.load, call.tenant, call.catalog, key)
     return json_response(state.result(snapshots))
 
 
-def entity_exists(request: web.Request, kind: Kind, name: str) -> web.Response:
+async def entity_exists(request: web.Request, kind: Kind, name: str) -> web.Response:
     """HEAD: 204 if the table or view of the path exists, else its 404."""
-    call = Call.of(request)
-    call.metastore.get_entity(call.tenant, call.catalog, named(request, kind, name))
+    call = await Call.of(request)
+    key = named(request, kind, name)
+    await call.metastore.read(call.metastore.get_entity, call.tenant, call.catalog, key)
     return web.Response(status=204)
 
 
 @routes.head(TABLE)
 async def table_exists(request: web.Request) -> web.Response:
-    return entity_exists(request, Kind.TABLE, "table")
+    return await entity_exists(request, Kind.TABLE, "table")
 
 
 @routes.post(TABLE)
 @idempotent
 async def commit_table(request: web.Request) -> web.Response:
-    call = Call.of(request)
+    call = await Call.of(request)
     key = named(request, Kind.TABLE, "table")
     _, body = await body_as(request, "iceberg_commit_table", CommitTableBody)
     if (
@@ -211,7 +217,7 @@ async def _commit(call: Call, changes: list[TableChange]) -> list[dict[str, Any]
 @routes.post(PREFIX + "/transactions/commit")
 @idempotent
 async def commit_transaction(request: web.Request) -> web.Response:
-    call = Call.of(request)
+    call = await Call.of(request)
     _, body = await body_as(request, "iceberg_transaction", TransactionBody)
     changes = []
     for item in body.table_changes:
@@ -225,7 +231,7 @@ async def commit_transaction(request: web.Request) -> web.Response:
 @routes.delete(TABLE)
 @idempotent
 async def drop_table(request: web.Request) -> web.Response:
-    call = Call.of(request)
+    call = await Call.of(request)
     key = named(request, Kind.TABLE, "table")
     purge = flag(request, "purgeRequested")
     await call.iceberg.tables.drop(
@@ -235,7 +241,7 @@ async def drop_table(request: web.Request) -> web.Response:
 
 
 async def rename(request: web.Request, kind: Kind) -> web.Response:
-    call = Call.of(request)
+    call = await Call.of(request)
     body = await read_json(request, "iceberg_rename")
     source, destination = identifier(body["source"], kind), identifier(body["destination"], kind)
     changes = (RenameEntity(source, destination), *call.idempotency.record(204))

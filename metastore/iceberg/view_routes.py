@@ -20,13 +20,13 @@ VIEW = VIEWS + "/{view}"
 
 @routes.get(VIEWS)
 async def list_views(request: web.Request) -> web.Response:
-    return list_identifiers(request, Kind.VIEW)
+    return await list_identifiers(request, Kind.VIEW)
 
 
 @routes.post(VIEWS)
 @idempotent
 async def create_view(request: web.Request) -> web.Response:
-    call = Call.of(request)
+    call = await Call.of(request)
     namespace = params.namespace(request)
     _, body = await body_as(request, "iceberg_create_view", CreateViewRequest)
     key = EntityKey(Kind.VIEW, namespace, check_name("view", body.name))
@@ -42,20 +42,21 @@ def _record(call: Call) -> Record:
 
 @routes.get(VIEW, allow_head=False)
 async def load_view(request: web.Request) -> web.Response:
-    call = Call.of(request)
+    call = await Call.of(request)
     key = named(request, Kind.VIEW, "view")
-    return json_response(call.iceberg.views.load(call.tenant, call.catalog, key))
+    views = call.iceberg.views
+    return json_response(await call.metastore.read(views.load, call.tenant, call.catalog, key))
 
 
 @routes.head(VIEW)
 async def view_exists(request: web.Request) -> web.Response:
-    return entity_exists(request, Kind.VIEW, "view")
+    return await entity_exists(request, Kind.VIEW, "view")
 
 
 @routes.post(VIEW)
 @idempotent
 async def replace_view(request: web.Request) -> web.Response:
-    call = Call.of(request)
+    call = await Call.of(request)
     key = named(request, Kind.VIEW, "view")
     _, body = await body_as(request, "iceberg_commit_view", CommitViewRequest)
     result = await call.iceberg.views.replace(
@@ -67,7 +68,7 @@ async def replace_view(request: web.Request) -> web.Response:
 @routes.delete(VIEW)
 @idempotent
 async def drop_view(request: web.Request) -> web.Response:
-    call = Call.of(request)
+    call = await Call.of(request)
     key = named(request, Kind.VIEW, "view")
     changes = (DeleteEntity(key), *call.idempotency.record(204))
     await call.metastore.change(call.tenant, call.catalog, changes, call.principal, "drop view")

@@ -1,0 +1,151 @@
+"""Reads never block the event loop: every store read a request makes runs in a thread.
+
+A node is built in-process (the real engine over a real RocksDB) and driven over
+real HTTP on the test's event loop; each request reads at least its catalog's ref,
+which no cache keeps. The database notes the thread of each read
+while ``watching``; the read routes of both APIs (listings, gets, exists, history,
+tenants, catalogs, configuration) and the writes that set up what they read must
+never read on the loop's thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from metastore.api.app import create_app
+from metastore.config import ServerConfig
+from metastore.persistence.rocksdb import RocksDB
+
+SCHEMA = {
+    "type": "struct",
+    "schema-id": 0,
+    "fields": [{"id": 1, "name": "id", "type": "long", "required": False}],
+}
+ICEBERG = "/v1/default"  # the default tenant's default catalog
+NATIVE = "/api/v1/tenants/default/catalogs/default"
+# the node keeps request state under string keys; it runs as a child process elsewhere,
+# where aiohttp's advice is not an error
+pytestmark = pytest.mark.filterwarnings("ignore::aiohttp.web_exceptions.NotAppKeyWarning")
+
+
+class ReadThreads:
+    """Which threads read RocksDB while ``watching``: the real database's reads, noted."""
+
+    def __init__(self) -> None:
+        self.watching = False
+        self.threads: set[int] = set()
+        self.reads = 0
+
+    def note(self) -> None:
+        if self.watching:
+            self.threads.add(threading.get_ident())
+            self.reads += 1
+
+    def wrap(self, read: Callable[..., Any]) -> Callable[..., Any]:
+        def noted(db: RocksDB, *args: Any, **kwargs: Any) -> Any:
+            self.note()
+            return read(db, *args, **kwargs)
+
+        return noted
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> ReadThreads:
+    noted = ReadThreads()
+    for name in ("get", "get_many", "page"):
+        monkeypatch.setattr(RocksDB, name, noted.wrap(getattr(RocksDB, name)))
+    return noted
+
+
+@pytest.fixture
+async def client(tmp_path: Path, reads: ReadThreads) -> AsyncIterator[TestClient[Any, Any]]:
+    config = ServerConfig(data_dir=tmp_path / "data")
+    async with TestClient(TestServer(create_app(config))) as client:
+        yield client
+
+
+async def _call(
+    client: TestClient[Any, Any], method: str, path: str, status: int, body: Any = None
+) -> Any:
+    async with client.request(method, path, json=body) as response:
+        text = await response.text()
+        assert response.status == status, f"{method} {path}: {response.status} {text}"
+        return await response.json() if text and method != "HEAD" else None
+
+
+def _view_body(name: str) -> dict[str, Any]:
+    version = {
+        "version-id": 1,
+        "timestamp-ms": int(time.time() * 1000),
+        "schema-id": 0,
+        "summary": {},
+        "representations": [{"type": "sql", "sql": "select 1", "dialect": "spark"}],
+        "default-namespace": ["db"],
+    }
+    return {"name": name, "schema": SCHEMA, "view-version": version, "properties": {}}
+
+
+READS: Sequence[tuple[str, str, int]] = (
+    ("GET", "/v1/config", 200),
+    ("GET", f"{ICEBERG}/namespaces", 200),
+    ("GET", f"{ICEBERG}/namespaces/db", 200),
+    ("HEAD", f"{ICEBERG}/namespaces/db", 204),
+    ("GET", f"{ICEBERG}/namespaces/nope", 404),
+    ("GET", f"{ICEBERG}/namespaces/db/tables", 200),
+    ("GET", f"{ICEBERG}/namespaces/db/tables/t", 200),
+    ("HEAD", f"{ICEBERG}/namespaces/db/tables/t", 204),
+    ("HEAD", f"{ICEBERG}/namespaces/db/tables/nope", 404),
+    ("GET", f"{ICEBERG}/namespaces/db/views", 200),
+    ("GET", f"{ICEBERG}/namespaces/db/views/v", 200),
+    ("HEAD", f"{ICEBERG}/namespaces/db/views/v", 204),
+    ("GET", "/v1/nope/namespaces", 404),
+    ("GET", "/api/v1/tenants", 200),
+    ("GET", "/api/v1/tenants/default", 200),
+    ("GET", "/api/v1/tenants/nope", 404),
+    ("GET", "/api/v1/tenants/default/catalogs", 200),
+    ("GET", NATIVE, 200),
+    ("GET", f"{NATIVE}/ref", 200),
+    ("GET", f"{NATIVE}/commits", 200),
+    ("GET", f"{NATIVE}/namespaces", 200),
+    ("GET", f"{NATIVE}/namespaces/db", 200),
+    ("GET", f"{NATIVE}/namespaces/db/tables", 200),
+    ("GET", f"{NATIVE}/namespaces/db/tables/t", 200),
+    ("GET", f"{NATIVE}/namespaces/db/views/v", 200),
+    ("GET", f"{NATIVE}/namespaces/db/tables/nope", 404),
+    ("GET", "/api/v1/tenants/default/commits", 200),
+    ("GET", "/api/v1/tenants/default/principals", 200),
+)
+
+
+async def test_no_request_reads_the_store_on_the_event_loop(
+    client: TestClient[Any, Any], reads: ReadThreads
+) -> None:
+    loop_thread = threading.get_ident()  # the test's loop serves the requests too
+    reads.watching = True
+    await _call(client, "POST", f"{ICEBERG}/namespaces", 200, {"namespace": ["db"]})
+    table = {"name": "t", "schema": SCHEMA}
+    await _call(client, "POST", f"{ICEBERG}/namespaces/db/tables", 200, table)
+    await _call(client, "POST", f"{ICEBERG}/namespaces/db/views", 200, _view_body("v"))
+    update = {"updates": {"k": "v"}, "removals": []}
+    await _call(client, "POST", f"{ICEBERG}/namespaces/db/properties", 200, update)
+    await _call(client, "POST", f"{NATIVE}/properties", 200, {"updates": {"k": "v"}})
+    assert loop_thread not in reads.threads, "a write read the store on the event loop"
+
+    for method, path, status in READS:
+        reads.threads.clear()
+        before = reads.reads
+        await _call(client, method, path, status)
+        assert reads.reads > before, f"{method} {path} read nothing: the test sees no read"
+        assert loop_thread not in reads.threads, f"{method} {path} read on the event loop"
+
+    commit = (await _call(client, "GET", f"{NATIVE}/commits", 200))["commits"][0]["id"]
+    reads.threads.clear()
+    await _call(client, "GET", f"{NATIVE}/commits/{commit}", 200)
+    assert loop_thread not in reads.threads, "GET a commit read on the event loop"
