@@ -57,7 +57,7 @@ from metastore.errors import (
 )
 from metastore.ids import SnowflakeGenerator
 from metastore.index import IndexLimits, IndexUpdate
-from metastore.keys import EntityKey, Kind, RefKey, children_prefix, kind_prefix
+from metastore.keys import EntityKey, Kind, ObjKey, RefKey, children_prefix, kind_prefix
 from metastore.model import Commit, CommitChange, Entity, stripe_encode
 from metastore.objtypes import COMMIT, ENTITY, INDEX
 from metastore.persistence.base import (
@@ -100,6 +100,15 @@ class NewObject:
 Record = Callable[[int], Sequence[Change]]  # the commit's id -> changes recording its outcome
 
 
+class Deletions(Protocol):
+    """What a garbage-collection commit deletes (``metastore.sweep.SweepPlan``), decided
+    inside the engine against the HEAD the commit is built on, again on every retry."""
+
+    def plan(self, objects: Objects, head: Commit, recent: Sequence[int]) -> tuple[ObjKey, ...]:
+        """The keys to delete, given ``head`` and the ref's other recent HEADs."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class CommitRequest:
     requirements: tuple[Requirement, ...] = ()
@@ -113,6 +122,8 @@ class CommitRequest:
     # the id the commit will have and applied after ``changes``, in the same commit; they
     # are not part of the outcome. A record that exists already fails the request.
     record: Record | None = None
+    # Objects this commit deletes (a sweep): written in the same atomic write as its CAS.
+    deletions: Deletions | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +131,7 @@ class CommitOutcome:
     commit_id: int  # 0 when the ref was deleted
     seq: int
     entities: dict[EntityKey, Entity | None] = field(default_factory=dict)
+    deleted: tuple[ObjKey, ...] = ()  # what the commit deleted (``CommitRequest.deletions``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,11 +411,11 @@ class Committer:
         while True:
             ref = self._persistence.get_ref(ref_key)
             staged = StagedObjects(base)
-            results, update = self._run(staged, ref_key, ref, requests)
+            results, update, deletes = self._run(staged, ref_key, ref, requests)
             if update is None:
                 return results
             try:
-                self._persistence.write([s for s, _ in staged.written], update)
+                self._persistence.write([s for s, _ in staged.written], update, deletes)
             except RefConditionFailed:  # nothing was written: rebuild on the fresh HEAD
                 self.cas_retries += 1
                 if attempts.backoff():
@@ -433,8 +445,9 @@ class Committer:
         ref_key: RefKey,
         ref: Ref | None,
         requests: Sequence[CommitRequest],
-    ) -> tuple[list[CommitOutcome | MetastoreError], RefUpdate | None]:
+    ) -> tuple[list[CommitOutcome | MetastoreError], RefUpdate | None, list[ObjKey]]:
         head = staged.commit(ref.head) if ref is not None else None
+        deletes: list[ObjKey] = []
         start_head = head
         exists = ref is not None
         reset = False  # a RESET succeeded: write the ref even if HEAD ends where it started
@@ -465,23 +478,27 @@ class Committer:
                     head, exists = None, False
                     results.append(CommitOutcome(0, 0))
                     continue
+                deleted: tuple[ObjKey, ...] = ()
+                if request.deletions is not None and head is not None and ref is not None:
+                    deleted = request.deletions.plan(attempt, head, (ref.head, *ref.recent))
                 commit, entities = self._logic.prepare(attempt, head, request, now_us)
             except MetastoreError as exc:
                 results.append(exc)
                 continue
             for stored, value in attempt.written:
                 staged.stage(stored, value)
+            deletes.extend(deleted)
             head, exists = commit, True
-            results.append(CommitOutcome(commit.id, commit.seq, entities))
+            results.append(CommitOutcome(commit.id, commit.seq, entities, deleted))
         if head is start_head and not reset:
-            return results, None
+            return results, None, deletes
         new_ref: Ref | None = None
         if head is not None:
             if ref is not None and start_head is not None:
                 new_ref = ref.advanced(head.id, now_us, self._limits.recent_heads)
             else:
                 new_ref = Ref(ref_key, head.id, now_us, ())
-        return results, RefUpdate(ref_key, ref.head if ref is not None else None, new_ref)
+        return results, RefUpdate(ref_key, ref.head if ref is not None else None, new_ref), deletes
 
 
 def _describe(ref_key: RefKey) -> str:

@@ -61,10 +61,12 @@ METADATA_PIECE = ObjType(
     "metadata-piece", "metadata_piece", mutable=False, cache=CachePolicy.FOREVER
 )
 NODE_LEASE = ObjType("node-lease", "node_lease", mutable=True, cache=CachePolicy.NEVER)
+# Every coordinated task record (batch jobs' leases and progress, ``metastore.tasks``).
+TASK_TABLE = ObjType("task-table", "task_table", mutable=True, cache=CachePolicy.NEVER)
 
 
 def default_registry() -> TypeRegistry:
     registry = TypeRegistry()
-    for obj_type in (COMMIT, INDEX, ENTITY, METADATA_PIECE, NODE_LEASE):
+    for obj_type in (COMMIT, INDEX, ENTITY, METADATA_PIECE, NODE_LEASE, TASK_TABLE):
         registry.register(obj_type)
     return registry

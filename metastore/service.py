@@ -39,6 +39,7 @@ from metastore.keys import (
     TENANT_RECORD,
     EntityKey,
     Kind,
+    ObjKey,
     RefKey,
     kind_prefix,
 )
@@ -49,6 +50,7 @@ from metastore.paging import PageToken, check_page_size, decode_token, encode_to
 from metastore.persistence.base import Persistence, Ref
 from metastore.requirements import AssertEmpty, AssertVersion, Requirement
 from metastore.store import CatalogObjects
+from metastore.sweep import SweepPlan, SweepResult, check_candidates
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -242,6 +244,32 @@ class Metastore:
             tuple(requirements), tuple(changes), principal, operation, record=record
         )
         return await self.commit(tenant, catalog, request)
+
+    async def sweep(
+        self,
+        tenant: str,
+        catalog: str,
+        mark_head: int,
+        candidates: Sequence[ObjKey],
+        principal: str,
+        dry_run: bool = False,
+    ) -> SweepResult:
+        """Delete the ``candidates`` a mark at ``mark_head`` found unreachable, except those
+        a newer commit references again: one "gc" commit, planned inside the engine on
+        the HEAD it builds on (``metastore.sweep``). A dry run plans at HEAD, writes nothing."""
+        plan = SweepPlan(mark_head, check_candidates(tenant, catalog, candidates))
+        if dry_run:
+            deleted = await self.read(self._plan_at_head, tenant, catalog, plan)
+            return SweepResult(len(deleted), len(plan.candidates) - len(deleted), 0)
+        request = CommitRequest(principal=principal, operation="gc", deletions=plan)
+        outcome = await self.commit(tenant, catalog, request)
+        spared = len(plan.candidates) - len(outcome.deleted)
+        return SweepResult(len(outcome.deleted), spared, outcome.commit_id)
+
+    def _plan_at_head(self, tenant: str, catalog: str, plan: SweepPlan) -> tuple[ObjKey, ...]:
+        ref = self.get_ref(tenant, catalog)
+        objects = self.objects(tenant, catalog)
+        return plan.plan(objects, objects.commit(ref.head), ref.recent)
 
     # --- tenants -----------------------------------------------------------------------
 

@@ -94,7 +94,12 @@ class RowsPersistence:
         raw = self._rows.get(updateable_key(key))
         return None if raw is None else decode_updateable(key, raw)
 
-    def write(self, objects: Sequence[StoredObject], ref_update: RefUpdate | None = None) -> None:
+    def write(
+        self,
+        objects: Sequence[StoredObject],
+        ref_update: RefUpdate | None = None,
+        deletes: Sequence[ObjKey] = (),
+    ) -> None:
         raise ReadOnlyRows("a job's rows are a snapshot: nothing writes to them")
 
     def cas_updateable(

@@ -22,7 +22,7 @@ from metastore.codec import Codec, default_codec
 from metastore.commits import CommitRequest, Committer, EngineLimits, RefAction
 from metastore.ids import SnowflakeGenerator
 from metastore.index import IndexLimits
-from metastore.keys import CATALOG_RECORD, EntityKey, Kind, RefKey
+from metastore.keys import CATALOG_RECORD, EntityKey, Kind, ObjKey, RefKey
 from metastore.lanes import CommitLanes
 from metastore.persistence.base import Persistence, RefUpdate, StoredObject
 from metastore.persistence.memory import MemoryPersistence
@@ -46,7 +46,12 @@ class FaultyPersistence(MemoryPersistence):
         self.blocked = threading.Event()  # set when a write is waiting at the gate
         self.writes = 0
 
-    def write(self, objects: Sequence[StoredObject], ref_update: RefUpdate | None = None) -> None:
+    def write(
+        self,
+        objects: Sequence[StoredObject],
+        ref_update: RefUpdate | None = None,
+        deletes: Sequence[ObjKey] = (),
+    ) -> None:
         hook, self.before_write = self.before_write, None
         if hook is not None:
             hook()
@@ -57,7 +62,7 @@ class FaultyPersistence(MemoryPersistence):
         if gate is not None and ref_update is not None and ref_update.key == gate[0]:
             self.blocked.set()
             assert gate[1].wait(10), "test never released the blocked write"
-        super().write(objects, ref_update)
+        super().write(objects, ref_update, deletes)
         self.writes += 1
 
 

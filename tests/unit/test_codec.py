@@ -53,6 +53,22 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "metadata_piece": {"kind": "schema", "json": '{"type": "struct", "fields": []}'},
     "node_lease": {"node_id": 1023, "holder": "host-1:4242", "leased_until_us": 2**62},
     "ref": {"head": 99, "created_at_us": 5, "recent": [98, 97, 96]},
+    "task_table": {
+        "tasks": [
+            {
+                "job": "gc",
+                "scope": "t/c",
+                "run": "r1",
+                "holder": "root",
+                "leased_until_us": 2**62,
+                "status": "running",
+                "progress": '{"phase": "mark"}',
+                "summary": "{}",
+                "started_at_us": 5,
+                "updated_at_us": 6,
+            }
+        ]
+    },
     "changelog_object": {
         "created_at_us": 5,
         "data": b"\x01\x00\x01xyz",
@@ -87,6 +103,7 @@ def test_shipped_schemas(codec: Codec) -> None:
         "metadata_piece": 1,
         "node_lease": 1,
         "ref": 1,
+        "task_table": 1,
         "changelog_object": 1,
         "changelog_ref": 1,
         "barrier": 1,

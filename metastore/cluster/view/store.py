@@ -89,7 +89,12 @@ class ViewStore:
     def get_updateable(self, key: ObjKey) -> UpdateableObject | None:
         return self._reader.get_updateable(key)
 
-    def write(self, objects: Sequence[StoredObject], ref_update: RefUpdate | None = None) -> None:
+    def write(
+        self,
+        objects: Sequence[StoredObject],
+        ref_update: RefUpdate | None = None,
+        deletes: Sequence[ObjKey] = (),
+    ) -> None:
         raise ReadOnlyView("a view is read-only: writes go through the partition owner")
 
     def cas_updateable(
