@@ -35,6 +35,11 @@ from metastore.pipeline import gc_job
 from metastore.pipeline.catalog import CatalogRows
 from metastore.pipeline.embedded import open_read_only, read_catalogs, scan
 from metastore.pipeline.gc_mark import MarkTimes, mark_catalog
+from metastore.pipeline.gc_mark_job import mark
+from metastore.pipeline.node import NodeClient
+from metastore.pipeline.options import Scope
+from metastore.pipeline.progress import Progress
+from metastore.pipeline.sources import from_node
 
 from .conftest import run_job
 from .support import Http
@@ -390,3 +395,35 @@ def test_a_second_run_on_a_held_scope_refuses_by_the_lease(
     finally:
         os.kill(first.pid, signal.SIGKILL)
         first.wait()
+
+
+def test_the_spark_mark_equals_the_mark_of_each_catalog_in_one_process(
+    spark: SparkSession, node: NodeProcess, tmp_path: Path
+) -> None:
+    http = Http(node.url)
+    for catalog in ("s0", "s1"):
+        table = setup_catalog(http, "sparked", catalog).create_table(("ns", "t"), SCHEMA)
+        for i in range(25):
+            append(table, i)
+    times = MarkTimes(time.time_ns() // 1000 + 1_000_000, 0, 0)
+    scope = Scope("sparked")
+    source = from_node(NodeClient(node.url))
+    try:
+        path = tmp_path / "candidates.parquet"
+        progress = Progress(spark.sparkContext, "gc mark", enabled=False)
+        marked = {
+            (m.tenant, m.catalog): m for m in mark(spark, source, scope, times, path, progress)
+        }
+        assert set(marked) == {("sparked", "s0"), ("sparked", "s1")}  # no tenant records
+        written = pq.read_table(path).to_pylist()
+        for (tenant, catalog), kept in marked.items():
+            rows = dict(read_catalogs(str(source.path), [(tenant, catalog)]))
+            alone = mark_catalog(CatalogRows(tenant, catalog, rows, default_codec()), times)
+            assert kept.mark_head == alone.mark_head and kept.objects == alone.objects
+            assert kept.candidates == len(alone.candidates) > 0
+            assert sorted(
+                (c["type"], int(c["id"])) for c in written if c["catalog"] == catalog
+            ) == (sorted((t, i) for t, i, _, _ in alone.candidates))
+        assert progress.objects.value == sum(m.objects for m in marked.values())
+    finally:
+        source.close()
