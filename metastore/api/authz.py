@@ -15,8 +15,9 @@ from aiohttp import web
 from metastore.security.authorizer import Checker
 from metastore.security.policy import EVERYTHING, Visibility
 
-CHECKER = "authz-checker"  # request-scoped: set by the authorize middleware (auth on)
-VISIBLE = "authz-visible"  # request-scoped: set on listing routes (auth on)
+# request-scoped, typed keys (aiohttp warns on string keys):
+CHECKER = web.RequestKey("authz-checker", Checker)  # set by the authorize middleware (auth on)
+VISIBLE = web.RequestKey("authz-visible", Visibility)  # set on listing routes (auth on)
 
 
 def checker(request: web.Request) -> Checker | None:

@@ -13,7 +13,7 @@ from aiohttp import web
 
 from metastore.security.principal import ANONYMOUS_PRINCIPAL, Principal
 
-PRINCIPAL = "principal"  # request-scoped: set by the auth middleware
+PRINCIPAL = web.RequestKey("principal", Principal)  # set by the auth middleware
 
 
 def caller(request: web.Request) -> Principal:

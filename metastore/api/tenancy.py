@@ -43,8 +43,9 @@ from metastore.quotas import check_properties, names_quota
 from metastore.rate import RateLimiter
 from metastore.security.principal import Principal, parse_principal_id
 
-UNSCOPED = "tenancy-token"  # request-scoped: a token to check against the caller's tenant
-CHARGED = "tenancy-charged"  # request-scoped: this request already spent its token
+# a token to check against the caller's tenant; this request already spent its token
+UNSCOPED = web.RequestKey("tenancy-token", ConsistencyToken)
+CHARGED = web.RequestKey("tenancy-charged", bool)
 TOKEN_PATH = "/v1/oauth/tokens"
 CONFIG_PATH = "/v1/config"
 

@@ -26,8 +26,8 @@ from metastore.errors import BadRequest, PayloadTooLarge, ValidationFailed
 from metastore.resources import schemas_dir
 
 _BASE = "https://metastore.local/schemas/api/"
-BODY = "body"  # request-scoped: the raw body, once ``receive`` has read it
-PARSED = "parsed-body"  # request-scoped: (schema, body) of the last ``read_json``
+BODY = web.RequestKey("body", bytes)  # the raw body, once ``receive`` has read it
+PARSED = web.RequestKey("parsed-body", tuple)  # (schema, body) of the last ``read_json``
 OFF_LOOP_BYTES = 64 * 1024  # bodies past this are parsed and checked in a worker thread
 R = TypeVar("R")
 

@@ -28,7 +28,6 @@ from metastore.service import Metastore
 
 M = TypeVar("M", bound=BaseModel)
 PREFIX = "/v1/{prefix}"
-_CALL = "iceberg-call"  # request-scoped: the Call, built once
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +53,9 @@ class Call:
         call = cls(metastore, iceberg, tenant, catalog, principal_of(request), idempotency)
         request[_CALL] = call
         return call
+
+
+_CALL = web.RequestKey("iceberg-call", Call)  # the Call, built once per request
 
 
 def catalog_of(request: web.Request) -> tuple[str, str]:

@@ -32,7 +32,6 @@ ICEBERG = "/v1/default"  # the default tenant's default catalog
 NATIVE = "/api/v1/tenants/default/catalogs/default"
 # the node keeps request state under string keys; it runs as a child process elsewhere,
 # where aiohttp's advice is not an error
-pytestmark = pytest.mark.filterwarnings("ignore::aiohttp.web_exceptions.NotAppKeyWarning")
 
 
 class ReadThreads:
