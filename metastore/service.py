@@ -18,6 +18,7 @@ from typing import Generic, ParamSpec, TypeVar
 
 from metastore.cache import ObjectCache
 from metastore.changes import Change, CreateEntity, UpdateEntity
+from metastore.clock import Clock, SystemClock
 from metastore.codec import Codec
 from metastore.commits import CommitOutcome, CommitRequest, Record, RefAction, not_found
 from metastore.consistency import WRITTEN, ConsistencyToken
@@ -50,7 +51,8 @@ from metastore.paging import PageToken, check_page_size, decode_token, encode_to
 from metastore.persistence.base import Persistence, Ref
 from metastore.requirements import AssertEmpty, AssertVersion, Requirement
 from metastore.store import CatalogObjects
-from metastore.sweep import SweepPlan, SweepResult, check_candidates
+from metastore.sweep import SweepCounts, SweepPlan, SweepResult, check_candidates
+from metastore.tasks import Tasks
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -84,6 +86,7 @@ class Metastore:
         lanes: CommitLanes,
         writable: bool = True,
         consistency: Callable[[str, str], ConsistencyToken | None] | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.persistence = persistence
         self._codec = codec
@@ -91,6 +94,13 @@ class Metastore:
         self._lanes = lanes
         self.writable = writable
         self._consistency = consistency  # cluster mode: the token covering a write
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.tasks = Tasks(persistence, codec, self.clock)  # batch jobs' leases (blocking)
+        self.sweeps = SweepCounts()
+
+    @property
+    def codec(self) -> Codec:
+        return self._codec
 
     def objects(self, tenant: str, catalog: str) -> CatalogObjects:
         return CatalogObjects(self.persistence, self._codec, self._cache, tenant, catalog)
@@ -264,7 +274,9 @@ class Metastore:
         request = CommitRequest(principal=principal, operation="gc", deletions=plan)
         outcome = await self.commit(tenant, catalog, request)
         spared = len(plan.candidates) - len(outcome.deleted)
-        return SweepResult(len(outcome.deleted), spared, outcome.commit_id)
+        result = SweepResult(len(outcome.deleted), spared, outcome.commit_id)
+        self.sweeps.add(result)
+        return result
 
     def _plan_at_head(self, tenant: str, catalog: str, plan: SweepPlan) -> tuple[ObjKey, ...]:
         ref = self.get_ref(tenant, catalog)

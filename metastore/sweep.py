@@ -54,6 +54,18 @@ class SweepResult:
     commit_id: int  # 0 when nothing was deleted and no commit was made (dry run)
 
 
+@dataclass(slots=True)
+class SweepCounts:
+    """What this node's sweeps deleted and spared since it started (``/metrics``)."""
+
+    deleted: int = 0
+    spared: int = 0
+
+    def add(self, result: SweepResult) -> None:
+        self.deleted += result.deleted
+        self.spared += result.spared
+
+
 def check_candidates(tenant: str, catalog: str, candidates: Iterable[ObjKey]) -> tuple[ObjKey, ...]:
     """The candidates, each an immutable object of this catalog (else ``ValidationFailed``)."""
     checked: dict[ObjKey, None] = {}

@@ -35,6 +35,7 @@ SYSTEM_TENANT = ""
 TASKS_KEY = ObjKey(SYSTEM_TENANT, "", TASK_TABLE.name, system_id(0))
 JOBS = ("gc", "maintain")
 Status = Literal["running", "done", "expired"]
+STATUSES: tuple[Status, ...] = ("running", "done", "expired")
 # a CAS lost to another task update: re-read and decide again
 CAS_RETRY = RetryPolicy(base_s=0.01, max_s=0.2, max_attempts=50)
 

@@ -32,8 +32,10 @@ from aiohttp import web
 from metastore.api import native_admin as admin
 from metastore.api import native_checkpoints as checkpoints
 from metastore.api import native_entities as entities
+from metastore.api import native_gc as gc
 from metastore.api import native_grants as grants
 from metastore.api import native_principals as principals
+from metastore.api import native_tasks as tasks
 from metastore.api import params
 from metastore.api.guards import (
     Anyone,
@@ -333,6 +335,14 @@ _TABLE: dict[tuple[str, str], Rule] = {
     ("POST", checkpoints.CHECKPOINTS): ServiceAdmin(),
     ("GET", checkpoints.CHECKPOINTS): ServiceAdmin(),
     ("DELETE", checkpoints.CHECKPOINT): ServiceAdmin(),
+    # garbage collection and the batch jobs' task records: service admins only
+    ("POST", gc.SWEEP): ServiceAdmin(),
+    ("POST", gc.EXPIRE): ServiceAdmin(),
+    ("POST", gc.LEASES): ServiceAdmin(),
+    ("GET", tasks.TASKS): ServiceAdmin(),
+    ("POST", tasks.TASKS): ServiceAdmin(),
+    ("PUT", "/api/v1/admin/tasks/{job}/{scope}"): ServiceAdmin(),
+    ("DELETE", "/api/v1/admin/tasks/{job}/{scope}"): ServiceAdmin(),
     ("POST", "/internal/v1/updateables"): Internal(),
     ("GET", "/internal/v1/view"): Internal(),
     # tenants

@@ -38,8 +38,14 @@ async def health(request: web.Request) -> web.Response:
 
 @routes.get("/metrics")
 async def metrics(request: web.Request) -> web.Response:
-    """Prometheus text exposition of the engine's counters."""
+    """Prometheus text exposition of the engine's counters (a name with labels,
+    ``name{label="..."}``, shares one HELP and TYPE line with its siblings)."""
     lines = []
+    described: set[str] = set()
     for name, (kind, help_text, value) in request.app[STATS]().items():
-        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"]
+        family = name.split("{", 1)[0]
+        if family not in described:
+            described.add(family)
+            lines += [f"# HELP {family} {help_text}", f"# TYPE {family} {kind}"]
+        lines.append(f"{name} {value}")
     return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")

@@ -10,8 +10,10 @@ from metastore.api import (
     native_admin,
     native_checkpoints,
     native_entities,
+    native_gc,
     native_grants,
     native_principals,
+    native_tasks,
 )
 from metastore.config import ServerConfig
 from metastore.iceberg.setup import ROUTES as ICEBERG_ROUTES
@@ -24,6 +26,8 @@ def setup_routes(app: web.Application, config: ServerConfig) -> None:
     app.add_routes(native_entities.routes)
     app.add_routes(native_principals.routes)
     app.add_routes(native_grants.routes)
+    app.add_routes(native_gc.routes)
+    app.add_routes(native_tasks.routes)
     if config.cluster_mode:
         app.add_routes(internal.routes)
     for table in ICEBERG_ROUTES:

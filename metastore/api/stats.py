@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from metastore.api.typedefs import CLUSTER, ICEBERG, ROUTING_STATS
+from metastore.api.native_gc import gc_stats
+from metastore.api.typedefs import CLUSTER, ICEBERG, METASTORE, ROUTING_STATS
 from metastore.cache import ObjectCache
 from metastore.commits import Committer
 from metastore.lanes import CommitLanes
@@ -23,6 +24,9 @@ def engine_stats(
         "metastore_cache_misses_total": ("counter", "object cache misses", cache.misses),
         "metastore_cache_bytes": ("gauge", "bytes of cached objects", cache.size_bytes),
     }
+    metastore = app.get(METASTORE)
+    if metastore is not None:
+        stats |= gc_stats(metastore)
     iceberg = app.get(ICEBERG)
     if iceberg is not None:
         stats |= iceberg.tables.purges.stats()

@@ -415,6 +415,29 @@ ROWS: dict[tuple[str, str], Row] = {
     ("DELETE", "/api/v1/admin/checkpoints/{checkpoint}"): Row(
         fixed("DELETE", "/api/v1/admin/checkpoints/ck-0000000000000-00000000"), {}
     ),
+    # garbage collection and the batch jobs' task records: service admins only
+    ("POST", "/api/v1/tenants/{tenant}/catalogs/{catalog}/gc/sweep"): Row(
+        fixed("POST", f"{CAT}/gc/sweep", {"mark-head": "1", "candidates": []}), {}
+    ),
+    ("POST", "/api/v1/tenants/{tenant}/catalogs/{catalog}/gc/expire"): Row(
+        fixed("POST", f"{CAT}/gc/expire", {}), {}
+    ),
+    ("POST", "/api/v1/admin/gc/leases"): Row(fixed("POST", "/api/v1/admin/gc/leases", {}), {}),
+    ("GET", "/api/v1/admin/tasks"): Row(fixed("GET", "/api/v1/admin/tasks"), {}),
+    ("POST", "/api/v1/admin/tasks"): Row(
+        fixed(
+            "POST",
+            "/api/v1/admin/tasks",
+            {"job": "gc", "scope": "all", "run": "r1", "lease-seconds": 60},
+        ),
+        {},
+    ),
+    ("PUT", "/api/v1/admin/tasks/{job}/{scope}"): Row(
+        fixed("PUT", "/api/v1/admin/tasks/gc/all", {"run": "r1", "lease-seconds": 60}), {}
+    ),
+    ("DELETE", "/api/v1/admin/tasks/{job}/{scope}"): Row(
+        fixed("DELETE", "/api/v1/admin/tasks/gc/all", run="r1"), {}
+    ),
     # tenants
     ("GET", "/api/v1/tenants"): Row(
         fixed("GET", "/api/v1/tenants"),
