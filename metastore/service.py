@@ -267,16 +267,18 @@ class Metastore:
         """Delete the ``candidates`` a mark at ``mark_head`` found unreachable, except those
         a newer commit references again: one "gc" commit, planned inside the engine on
         the HEAD it builds on (``metastore.sweep``). A dry run plans at HEAD, writes nothing."""
-        plan = SweepPlan(mark_head, check_candidates(tenant, catalog, candidates))
+        plan = SweepPlan(mark_head, check_candidates(tenant, catalog, candidates), self._present)
         if dry_run:
             deleted = await self.read(self._plan_at_head, tenant, catalog, plan)
-            return SweepResult(len(deleted), len(plan.candidates) - len(deleted), 0)
+            return SweepResult(len(deleted), plan.spared, plan.missing, 0)
         request = CommitRequest(principal=principal, operation="gc", deletions=plan)
         outcome = await self.commit(tenant, catalog, request)
-        spared = len(plan.candidates) - len(outcome.deleted)
-        result = SweepResult(len(outcome.deleted), spared, outcome.commit_id)
+        result = SweepResult(len(outcome.deleted), plan.spared, plan.missing, outcome.commit_id)
         self.sweeps.add(result)
         return result
+
+    def _present(self, keys: Sequence[ObjKey]) -> list[bool]:
+        return [found is not None for found in self.persistence.get_objects(keys)]
 
     def _plan_at_head(self, tenant: str, catalog: str, plan: SweepPlan) -> tuple[ObjKey, ...]:
         ref = self.get_ref(tenant, catalog)

@@ -34,7 +34,7 @@ objects through the ref's recent HEADs, and everything newer is spared.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from metastore.errors import NoSuchCommit, ValidationFailed
@@ -50,8 +50,9 @@ _TYPES = default_registry()
 @dataclass(frozen=True, slots=True)
 class SweepResult:
     deleted: int
-    spared: int
-    commit_id: int  # 0 when nothing was deleted and no commit was made (dry run)
+    spared: int  # referenced again by a commit newer than the mark
+    missing: int  # candidates not stored any more
+    commit_id: int  # 0 for a dry run (no commit)
 
 
 @dataclass(slots=True)
@@ -82,15 +83,29 @@ def check_candidates(tenant: str, catalog: str, candidates: Iterable[ObjKey]) ->
     return tuple(checked)
 
 
-@dataclass(frozen=True, slots=True)
 class SweepPlan:
-    """What a sweep commit deletes, decided against the HEAD it is built on."""
+    """What a sweep commit deletes, decided against the HEAD it is built on.
 
-    mark_head: int
-    candidates: tuple[ObjKey, ...]
+    ``present`` tells which keys are stored (read at planning time: only sweeps
+    delete, and they are serialized by the ref's CAS), so a candidate already gone
+    is not counted as deleted. Each ``plan`` (one per attempt of the commit) leaves
+    its counts in ``spared`` and ``missing``; the written attempt is the last.
+    """
+
+    def __init__(
+        self,
+        mark_head: int,
+        candidates: tuple[ObjKey, ...],
+        present: Callable[[Sequence[ObjKey]], list[bool]],
+    ) -> None:
+        self.mark_head = mark_head
+        self.candidates = candidates
+        self._present = present
+        self.spared = 0  # referenced again by a commit newer than the mark
+        self.missing = 0  # not stored (an earlier sweep took them)
 
     def plan(self, objects: Objects, head: Commit, recent: Sequence[int]) -> tuple[ObjKey, ...]:
-        """The candidates no commit newer than the mark's HEAD references.
+        """The stored candidates no commit newer than the mark's HEAD references.
 
         ``head`` is the commit the sweep builds on, ``recent`` the ref's recent HEADs.
         """
@@ -103,7 +118,12 @@ class SweepPlan:
         walk = _Walk(objects, mark)
         for root in dict.fromkeys((head.id, *recent)):
             walk.back_from(root)
-        return tuple(key for key in self.candidates if key not in walk.protected)
+        unreferenced = [key for key in self.candidates if key not in walk.protected]
+        self.spared = len(self.candidates) - len(unreferenced)
+        stored = self._present(unreferenced) if unreferenced else []
+        deletes = tuple(key for key, here in zip(unreferenced, stored, strict=True) if here)
+        self.missing = len(unreferenced) - len(deletes)
+        return deletes
 
 
 class _Walk:

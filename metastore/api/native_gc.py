@@ -59,6 +59,7 @@ async def sweep(request: web.Request) -> web.Response:
         {
             "deleted": result.deleted,
             "spared": result.spared,
+            "missing": result.missing,
             "commit-id": str(result.commit_id) if result.commit_id else None,
             "dry-run": body.get("dry-run", False),
         }
