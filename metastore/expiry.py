@@ -23,7 +23,7 @@ from metastore.service import Metastore
 
 IDEMPOTENCY_PREFIX = "idempotency:"
 MAX_PER_COMMIT = 10_000  # records expired per call; call again for more
-MIN_LIFETIME_S = 60
+MIN_LIFETIME_S = 1
 
 
 def expired_records(
