@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         config = ClusterConfig(broker.bootstrap, prefix=prefix, partitions=args.partitions)
         topics.create(config)
         print(f"== log: {args.records:,} records on {broker.bootstrap} ({prefix}) ==", flush=True)
-        log = rebuild.write_log(config, args.records, args.objects_per_commit)
+        log, writer = rebuild.write_log(config, args.records, args.objects_per_commit)
         print("\n== raw read_committed consumer ==", flush=True)
         raw = asyncio.run(raw_consume(config, args.idle, "raw consume", failures))
         source = ["--kafka", config.bootstrap, "--partitions", str(args.partitions)]
@@ -103,9 +103,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.skip_restore and (root / "rebuilt").is_dir():
             print("\n== restore: tail, then a node from the rebuilt view ==", flush=True)
             restored = rebuild.restore(
-                config, root / "rebuilt", root / "nodes", args.tail,
-                args.objects_per_commit, not args.skip_cold, failures,
-            )  # fmt: skip
+                writer, root / "rebuilt", root / "nodes", args.tail, not args.skip_cold, failures
+            )
     result = rebuild.PipelineResult(log, raw, replayed, rebuilt, restored, args.master)
     text = "\n".join(rebuild.section(result))
     ok = print_outcome(text, failures, nodes_ok=True)

@@ -210,8 +210,11 @@ class LogWriter:
         self.commits += commits
 
 
-def write_log(config: ClusterConfig, records: int, objects_per_commit: int) -> LogResult:
-    """At least ``records`` records (barriers, objects, refs) in the topics of ``config``."""
+def write_log(
+    config: ClusterConfig, records: int, objects_per_commit: int
+) -> tuple[LogResult, LogWriter]:
+    """At least ``records`` records (barriers, objects, refs) in the topics of ``config``;
+    the writer goes on with the same chains (``restore``'s tail)."""
     writer = LogWriter(config, objects_per_commit)
     started = time.perf_counter()
     writer.barriers()
@@ -225,7 +228,8 @@ def write_log(config: ClusterConfig, records: int, objects_per_commit: int) -> L
             print(f"  [log] {last_line - started:6.1f}s  {writer.records:,} records", flush=True)
     seconds = time.perf_counter() - started
     print(f"  [log] {seconds:6.1f}s  {writer.records:,} records done", flush=True)
-    return LogResult(writer.records, writer.commits, round(seconds, 3), writer.records / seconds)
+    result = LogResult(writer.records, writer.commits, round(seconds, 3), writer.records / seconds)
+    return result, writer
 
 
 def timed(label: str, argv: Sequence[str], failures: Failures) -> Timed:
@@ -263,21 +267,18 @@ def timed(label: str, argv: Sequence[str], failures: Failures) -> Timed:
 
 
 def restore(
-    config: ClusterConfig,
-    rebuilt: Path,
-    root: Path,
-    tail: int,
-    objects_per_commit: int,
-    cold: bool,
-    failures: Failures,
+    writer: LogWriter, rebuilt: Path, root: Path, tail: int, cold: bool, failures: Failures
 ) -> RestoreResult:
-    """A tail after the rebuild, then a node started on the rebuilt view (and one not)."""
-    writer = LogWriter(config, objects_per_commit)
-    writer.barriers()  # a later owner's barriers: the tail's epoch
+    """A tail after the rebuild (the log's chains continued by the same writer under a
+    later barrier), then a node started on the rebuilt view (and one not)."""
+    config = writer.config
     before = writer.records
+    writer.barriers()
     while writer.records - before < tail:
-        writer.transaction(min(COMMITS_PER_TRANSACTION, tail // (objects_per_commit + 1) + 1))
-    tail_records = writer.records
+        writer.transaction(
+            min(COMMITS_PER_TRANSACTION, tail // (writer.objects_per_commit + 1) + 1)
+        )
+    tail_records = writer.records - before
     restored_s, consumed = _start_node(config, root / "restored", rebuilt, failures)
     cold_s = cold_consumed = None
     if cold:
