@@ -8,6 +8,7 @@ from typing import Any
 from metastore.pipeline.options import add_common
 
 DEFAULT_NAMESPACE = "metastore_export"  # of the registered export tables
+DEFAULT_OLDER_THAN_S = 3 * 24 * 3600  # orphan files younger than this are kept (maintain)
 
 
 def add_parsers(commands: Any) -> None:
@@ -75,9 +76,27 @@ def add_parsers(commands: Any) -> None:
     gc.add_argument(
         "--dry-run", action="store_true", help="list what would be deleted, delete nothing"
     )
-    gc.add_argument(
-        "--lease-seconds", type=float, default=60.0, help="of the task lease (default 60)"
-    )
+    gc.add_argument("--lease-seconds", type=int, default=60, help="of the task lease (default 60)")
     gc.add_argument(
         "--node", metavar="URL", help="with --kafka or --data-dir: the node that sweeps"
+    )
+    maintain = commands.add_parser(
+        "maintain",
+        help="Iceberg table maintenance: expire snapshots, delete unneeded and orphan files",
+        description="Expire snapshots by each table's retention properties (defaults on its "
+        "namespace or catalog), delete the files no snapshot needs any more, and remove "
+        "orphan files below the tables' locations. Commits through --url.",
+    )
+    add_common(maintain)
+    maintain.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list what would be expired and deleted; change nothing",
+    )
+    maintain.add_argument(
+        "--older-than",
+        type=float,
+        default=DEFAULT_OLDER_THAN_S,
+        metavar="SECONDS",
+        help="orphan files must be older than this (default 3 days)",
     )

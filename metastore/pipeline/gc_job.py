@@ -8,7 +8,9 @@
 3. **Sweep** (``gc_sweep``): the node deletes each catalog's candidates that are
    still unreachable; the job deletes orphaned metadata files; the node also drops
    expired idempotency records and long-expired node leases. Each catalog swept is
-   recorded, so a rerun after a crash (its lease expires) sweeps only the rest.
+   recorded, so a rerun after a crash (its lease expires) sweeps only the rest. A
+   ``--phase mark`` run leaves its mark in the finished task's summary, where a later
+   ``--phase sweep`` run on the same scope finds it.
 
 The job holds the task lease on its scope for the whole run: a second run on the
 same scope refuses with one line (exit 2). ``--dry-run`` marks and asks the node
@@ -42,7 +44,6 @@ from metastore.pipeline.sources import open_source
 JOB = "gc"
 DEFAULT_GRACE_S = 3 * 24 * 3600
 DEFAULT_RETENTION_S = 7 * 24 * 3600
-DEFAULT_LEASE_S = 60.0
 PHASES = ("mark", "sweep", "both")
 
 
@@ -52,7 +53,7 @@ class GcOptions:
     retention_s: float
     phase: str
     dry_run: bool
-    lease_s: float
+    lease_s: int
     node: str | None
 
     @classmethod
@@ -61,8 +62,8 @@ class GcOptions:
             raise JobError("--grace and --retention must be >= 0 seconds")
         if args.phase not in PHASES:
             raise JobError(f"--phase must be one of {', '.join(PHASES)}")
-        if not 1 <= args.lease_seconds <= 3600:
-            raise JobError("--lease-seconds must be 1-3600")
+        if not 1 <= args.lease_seconds <= 86400:
+            raise JobError("--lease-seconds must be 1-86400")
         return cls(
             args.grace, args.retention, args.phase, args.dry_run, args.lease_seconds, args.node
         )
@@ -102,7 +103,10 @@ def _run(args: argparse.Namespace, out: TextIO, spark: SparkSession | None) -> d
     if gc.dry_run:
         lease.abandon()
     else:
-        lease.finish({k: v for k, v in summary.items() if k != "summary"})
+        finished = {k: v for k, v in summary.items() if k != "summary"}
+        if gc.phase == "mark":  # a later --phase sweep finds it in the finished record
+            finished["pending_mark"] = lease.progress["mark"]
+        lease.finish(finished)
     return summary
 
 
@@ -116,19 +120,22 @@ def _phases(
     spark: SparkSession | None,
 ) -> dict[str, Any]:
     mark_state: dict[str, Any] | None = recorded.get("mark")
+    if mark_state is None and gc.phase == "sweep":  # the mark of a --phase mark run
+        mark_state = lease.record.get("summary", {}).get("pending_mark")
     resumed = mark_state is not None and gc.phase != "mark" and not gc.dry_run
     if resumed:
         assert mark_state is not None
-        if not Path(mark_state["path"]).exists():
+        if not Path(mark_state["file"]).exists():
             resumed, mark_state = False, None
     if not resumed and gc.phase == "sweep":
         raise JobError("no mark to sweep in this scope: run --phase mark (or both) first")
     if not resumed:
         mark_state = _mark(options, gc, node, out, spark)
         if not gc.dry_run:
-            lease.save({"mark": mark_state, "swept": {}})
+            lease.save({"mark": mark_state, "swept": 0, "counts": {}})
     assert mark_state is not None
-    catalogs = [MarkedCatalog.from_json(c) for c in mark_state["catalogs"]]
+    marked = json.loads(Path(mark_state["file"]).read_text())
+    catalogs = [MarkedCatalog.from_json(c) for c in marked["catalogs"]]
     summary: dict[str, Any] = {
         "marked": mark_state["marked"],
         "candidates": mark_state["candidates"],
@@ -170,17 +177,20 @@ def _mark(
                 session.stop()
     finally:
         source.close()
-    state = {
+    file = path.parent / "mark.json"
+    state: dict[str, Any] = {
         "mark_us": mark_us,
         "grace_s": gc.grace_s,
         "retention_s": gc.retention_s,
         "path": str(path),
+        "file": str(file),
         "marked": sum(c.objects for c in catalogs),
         "candidates": sum(c.candidates for c in catalogs),
         "objects_per_s": round(done.throughput, 1),
-        "catalogs": [c.to_json() for c in catalogs],
     }
-    (path.parent / "mark.json").write_text(json.dumps(state, indent=2) + "\n")
+    # the task's progress stays small: the catalogs' heads and files are in mark.json
+    body = {**state, "catalogs": [c.to_json() for c in catalogs]}
+    file.write_text(json.dumps(body, indent=2) + "\n")
     if gc.dry_run:
         for catalog in catalogs:
             for orphan in catalog.files:
@@ -207,21 +217,23 @@ def _sweep(
     catalogs: list[MarkedCatalog],
     show: bool,
 ) -> SweepCounts:
+    """Catalog after catalog in the mark's order; the progress records how many are
+    done and the counts so far, so a rerun starts at the first catalog not done."""
     path = Path(mark_state["path"])
     sweeper = Sweeper(node, dry_run=gc.dry_run, show=show)
-    swept: dict[str, Any] = {} if gc.dry_run else dict(lease.progress.get("swept") or {})
-    for done in swept.values():
-        sweeper.total.add(SweepCounts.from_json(done))
-    for catalog in catalogs:
-        name = f"{catalog.tenant}/{catalog.catalog}"
-        if name in swept:
+    swept = 0 if gc.dry_run else int(lease.progress.get("swept") or 0)
+    if swept:
+        sweeper.total.add(SweepCounts.from_json(lease.progress.get("counts") or {}))
+    for position, catalog in enumerate(catalogs):
+        if position < swept:
             continue
         lease.check()
-        counts = sweeper.catalog(path, catalog.tenant, catalog.catalog, catalog.mark_head)
-        counts.files_deleted = sweeper.files(catalog.files)
+        if catalog.mark_head:  # no main: the catalog was dropped; nothing sweeps it
+            sweeper.catalog(path, catalog.tenant, catalog.catalog, catalog.mark_head)
+        sweeper.files(catalog.files)
         if not gc.dry_run:
-            swept[name] = counts.to_json()
-            lease.save({"mark": mark_state, "swept": swept})
+            progress = {"mark": mark_state, "swept": position + 1}
+            lease.save({**progress, "counts": sweeper.total.to_json()})
     sweeper.leases()
     return sweeper.total
 

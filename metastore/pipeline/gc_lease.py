@@ -32,7 +32,7 @@ def scope_name(tenant: str | None, catalog: str | None) -> str:
 class Lease:
     """A held task lease (a context manager: renews while open, finishes on success)."""
 
-    def __init__(self, node: NodeClient, job: str, scope: str, lease_s: float) -> None:
+    def __init__(self, node: NodeClient, job: str, scope: str, lease_s: int) -> None:
         self.node = node
         self.job = job
         self.scope = scope

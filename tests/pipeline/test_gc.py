@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -367,7 +366,8 @@ def test_a_run_killed_mid_sweep_is_finished_by_a_rerun(
         wait_for_mark(http, "killed", process)
         process.send_signal(signal.SIGKILL)
     finally:
-        process.wait()
+        process.kill()
+        process.communicate()
     ran = busy_or_done(spark, "--url", node.url, "--tenant", "killed", "--grace", "0",
                        "--retention", "0", "--out", str(tmp_path / "gc"))  # fmt: skip
     assert ran.status == 0, ran.stdout
@@ -393,8 +393,8 @@ def test_a_second_run_on_a_held_scope_refuses_by_the_lease(
         assert len(err) == 1 and "holds the lease on scope 'twice'" in err[0], err
         assert first.poll() is None  # the first run is untouched
     finally:
-        os.kill(first.pid, signal.SIGKILL)
-        first.wait()
+        first.kill()
+        first.communicate()
 
 
 def test_the_spark_mark_equals_the_mark_of_each_catalog_in_one_process(
