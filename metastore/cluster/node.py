@@ -57,13 +57,17 @@ class ClusterNode:
         self.membership.start()
 
     def _catch_up(self, idle_s: float, timeout_s: float) -> None:
-        """Caught up = the view consumer has been idle for ``idle_s`` (never trust the
-        broker's high watermarks; the test broker reports them wrong)."""
+        """Caught up = the view consumer has read to the end a fetch response reported for
+        every partition, and then been idle for ``idle_s`` (never a high watermark asked
+        for on its own: the test broker reports those wrong). Idle alone is not enough: a
+        view that has not had its first fetch back yet is idle too, and a node that
+        joined the group then would wait for its owners behind a long log."""
         started = time.monotonic()
         while time.monotonic() - started < timeout_s:
             if self.view.failure is not None:
                 raise RuntimeError(f"the view consumer failed: {self.view.failure}")
-            if time.monotonic() - self.view.stats.last_record_at >= idle_s:
+            idle = time.monotonic() - self.view.stats.last_record_at >= idle_s
+            if idle and self.view.reached_end:
                 self.caught_up.set()
                 offsets = self.store.offsets()
                 log.info(

@@ -40,12 +40,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 from rocksdict import AccessType, Options, Rdict
 from tqdm import tqdm
 
 from metastore.cluster.config import ClusterConfig, properties_from_env
-from metastore.cluster.records import ROLES, Role
 from metastore.cluster.view.consumer import ViewFeed, open_consumer
 from metastore.cluster.view.digest import digest
 from metastore.cluster.view.store import ViewStore
@@ -199,53 +198,16 @@ def _run(
         if result is not None:
             bar.update(result.consumed)
             last_record = now
-        problem = errors.problem(heard=feed.stats.consumed > 0 or _heard(feed))
+        problem = errors.problem(heard=feed.stats.consumed > 0 or feed.heard())
         if problem is not None:
             raise Unreachable(f"Kafka: {problem} ({config.connection()})")
-        if result is None and now - last_record >= idle_s and _at_high_watermarks(feed):
+        if result is None and now - last_record >= idle_s and feed.at_high_watermarks():
             return
         if now > deadline:
             raise ReplayError(
                 f"not caught up before the timeout ({feed.stats.consumed} read; "
                 f"{config.connection()})"
             )
-
-
-def _partitions(feed: ViewFeed) -> list[TopicPartition]:
-    config = feed.store.config
-    topics = {"refs": config.refs_topic, "objects": config.objects_topic}
-    return [TopicPartition(topics[r], p) for r in ROLES for p in range(config.partitions)]
-
-
-def _watermark(feed: ViewFeed, tp: TopicPartition) -> tuple[int, int] | None:
-    """The cached (low, high) watermarks of ``tp``, if a fetch response brought them."""
-    watermarks = feed.consumer.get_watermark_offsets(tp, cached=True)
-    if not watermarks or watermarks[1] < 0:
-        return None
-    low, high = watermarks
-    return int(low), int(high)
-
-
-def _heard(feed: ViewFeed) -> bool:
-    """A fetch response has come back from some broker."""
-    return any(_watermark(feed, tp) is not None for tp in _partitions(feed))
-
-
-def _at_high_watermarks(feed: ViewFeed) -> bool:
-    """Rule 2: every cached high watermark known, and the position at or past it."""
-    config = feed.store.config
-    for tp in feed.consumer.position(_partitions(feed)):
-        watermarks = _watermark(feed, tp)
-        if watermarks is None:
-            log.debug("%s[%d]: no fetch response yet", tp.topic, tp.partition)
-            return False
-        low, high = watermarks
-        role: Role = "refs" if tp.topic == config.refs_topic else "objects"
-        position = tp.offset if tp.offset >= 0 else max(low, feed.store.offset(role, tp.partition))
-        if position < high:
-            log.debug("%s[%d] at %d, high watermark %d", tp.topic, tp.partition, position, high)
-            return False
-    return True
 
 
 def wipe_view(path: Path) -> None:

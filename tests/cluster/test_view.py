@@ -447,3 +447,41 @@ def test_wipe_refuses_what_is_not_a_view(tmp_path: Path) -> None:
     with pytest.raises(ReplayError):
         wipe_view(tmp_path / "plain")
     assert (tmp_path / "plain" / "notes.txt").exists()
+
+
+# --- where the end of the log is ----------------------------------------------------------
+
+
+def test_the_view_reaches_the_end_only_after_reading_what_the_brokers_hold(
+    tmp_path: Path, config: ClusterConfig, writer: Writer
+) -> None:
+    """A node joins the owners' group once its view ``reached_end``: every partition
+    read up to the end a fetch response reported, not merely idle."""
+    catalogs = [catalog_in(p) for p in range(PARTITIONS)]
+    written = {c: writer.commit(c, None, ref(c, 1), [obj(c, 1)]) for c in catalogs}
+    store = ViewStore(tmp_path / "view", config)
+    view = ViewConsumer(store, config).start()
+    try:
+        wait_until(lambda: view.reached_end)
+        for catalog, (_, ref_offset) in written.items():
+            partition = partition_for(TENANT, catalog, PARTITIONS)
+            assert store.offset("refs", partition) > ref_offset  # everything written is in
+            assert store.get_ref(RefKey(TENANT, catalog, "main")) is not None
+    finally:
+        view.stop()
+        store.close()
+
+
+def test_a_view_that_hears_no_broker_never_reaches_the_end(tmp_path: Path) -> None:
+    """Idle because nothing answers is not caught up (a node would otherwise join the
+    group with an empty view)."""
+    config = ClusterConfig("127.0.0.1:1", prefix="nobroker", partitions=PARTITIONS)
+    store = ViewStore(tmp_path / "view", config)
+    view = ViewConsumer(store, config).start()
+    try:
+        idle_since = view.stats.last_record_at
+        wait_until(lambda: time.monotonic() - idle_since > 1.0)  # idle long past a node's window
+        assert not view.reached_end
+    finally:
+        view.stop()
+        store.close()

@@ -101,6 +101,49 @@ class ViewFeed:
             self._flow()
         return result
 
+    # --- where the end of the log is, without trusting a reported high watermark -------
+
+    def partitions(self) -> list[TopicPartition]:
+        config = self.store.config
+        topics = {"refs": config.refs_topic, "objects": config.objects_topic}
+        return [TopicPartition(topics[r], p) for r in ROLES for p in range(config.partitions)]
+
+    def watermark(self, tp: TopicPartition) -> tuple[int, int] | None:
+        """The cached (low, high) watermarks of ``tp``, if a fetch response brought them
+        (``cached=True``: never a request of its own)."""
+        watermarks = self.consumer.get_watermark_offsets(tp, cached=True)
+        if not watermarks or watermarks[1] < 0:
+            return None
+        low, high = watermarks
+        return int(low), int(high)
+
+    def heard(self) -> bool:
+        """A fetch response has come back from some broker."""
+        return any(self.watermark(tp) is not None for tp in self.partitions())
+
+    def at_high_watermarks(self) -> bool:
+        """Every partition's cached high watermark is known and the position is at or
+        past it. A known watermark proves the consumer has read from the brokers (one
+        that cannot connect reads nothing and would otherwise look idle, so caught up
+        on an empty view); a correct broker thereby proves the end was reached, and the
+        test broker's value is at or below the true end, so it never holds a reader back.
+        Only the consumer's own thread calls this."""
+        config = self.store.config
+        for tp in self.consumer.position(self.partitions()):
+            watermarks = self.watermark(tp)
+            if watermarks is None:
+                log.debug("%s[%d]: no fetch response yet", tp.topic, tp.partition)
+                return False
+            low, high = watermarks
+            role: Role = "refs" if tp.topic == config.refs_topic else "objects"
+            offset = (
+                tp.offset if tp.offset >= 0 else max(low, self.store.offset(role, tp.partition))
+            )
+            if offset < high:
+                log.debug("%s[%d] at %d, high watermark %d", tp.topic, tp.partition, offset, high)
+                return False
+        return True
+
     def _error(self, error: Any, topic: str | None, partition: int | None) -> None:
         """Counted always, logged once per kind and partition; fatal errors stop the view."""
         self.stats.errors += 1
@@ -175,6 +218,7 @@ class ViewConsumer:
         self._thread: threading.Thread | None = None
         self._feed: ViewFeed | None = None
         self._failure: BaseException | None = None
+        self._reached_end = threading.Event()
 
     @property
     def stats(self) -> ConsumerStats:
@@ -183,6 +227,13 @@ class ViewConsumer:
     @property
     def failure(self) -> BaseException | None:
         return self._failure
+
+    @property
+    def reached_end(self) -> bool:
+        """The view has read every partition of both topics up to the end the brokers
+        reported in a fetch response since it started (``ViewFeed.at_high_watermarks``):
+        what a node waits for before it joins the owners' group."""
+        return self._reached_end.is_set()
 
     def start(self) -> ViewConsumer:
         if self._thread is not None:
@@ -261,6 +312,8 @@ class ViewConsumer:
             while not self._stop.is_set():
                 if feed.step(self.batch_size, self.poll_timeout) is not None:
                     self._notify()
+                elif not self._reached_end.is_set() and feed.at_high_watermarks():
+                    self._reached_end.set()
         except Exception as exc:  # recorded, not swallowed: the view stops, waiters fail
             log.exception("view consumer stopped")
             with self._cond:
