@@ -138,6 +138,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from metastore.pipeline import gc_job
 
         return gc_job.main(args)
+    if args.command == "maintain":
+        from metastore.pipeline import maintain
+
+        return maintain.run(args)
     if args.command == "rebuild":
         from metastore.pipeline import rebuild
 

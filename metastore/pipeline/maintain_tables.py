@@ -1,0 +1,91 @@
+"""The Iceberg tables of a store, read from its rows in Spark tasks.
+
+Every catalog's ``main`` HEAD gives its live tables with their assembled metadata
+(as the Iceberg API assembles it), the FileIO properties of the catalog's storage,
+and the retention defaults above each table: its namespaces' properties (innermost
+first) and the catalog's own. All catalogs are read, whatever the job's scope:
+a file may be shared by tables of other catalogs (``add_files``, a registered
+table), and the job must see every reference before deleting anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from metastore.codec import default_codec
+from metastore.credentials import CredentialSources
+from metastore.errors import MetastoreError
+from metastore.keys import CATALOG_RECORD, Kind
+from metastore.pipeline.catalog import CatalogRows
+from metastore.pipeline.maintain_commit import TableName
+from metastore.pipeline.rows import Row, by_catalog
+from metastore.storage import Storage
+from metastore.store import MissingObject
+
+
+@dataclass(frozen=True, slots=True)
+class TableState:
+    name: TableName
+    metadata: Mapping[str, Any]  # the spec's JSON
+    metadata_location: str | None
+    io_properties: str  # JSON (picklable, shared by the catalog's tables)
+    defaults: tuple[Mapping[str, str], ...] = field(default=())  # namespaces, then catalog
+
+    @property
+    def location(self) -> str:
+        return str(self.metadata["location"])
+
+
+def io_properties(storage: Storage | None) -> dict[str, str]:
+    """FileIO properties of a catalog's storage, its credentials resolved in the job's
+    process as a node resolves them (unresolvable: without them)."""
+    properties: dict[str, str] = {}
+    if storage is None:
+        return properties
+    properties.update(storage.io_properties)
+    if storage.credentials is not None:
+        directory = os.environ.get("METASTORE_CREDENTIALS_DIR", "/run/secrets")
+        with contextlib.suppress(MetastoreError):  # then without: the read says why
+            properties.update(storage.credentials.resolve(CredentialSources.of_process(directory)))
+    return properties
+
+
+def catalog_tables(rows: CatalogRows) -> Iterator[TableState]:
+    """The live Iceberg tables of one catalog at its ``main`` HEAD."""
+    ref = rows.main()
+    head = rows.commit(ref.head) if ref is not None else None
+    if head is None:
+        return
+    try:
+        live = list(rows.live(head))
+        storage = rows.storage(head)
+    except MissingObject:
+        return  # audit reports it; maintenance leaves a damaged catalog alone
+    io = json.dumps(io_properties(storage), sort_keys=True)
+    namespaces = {e.path: dict(e.properties) for k, e in live if k.kind is Kind.NAMESPACE}
+    catalog = next((dict(e.properties) for k, e in live if k == CATALOG_RECORD), {})
+    for key, entity in live:
+        if key.kind is not Kind.TABLE:
+            continue
+        try:
+            assembled = rows.iceberg(entity)
+        except MissingObject:
+            continue
+        if assembled is None or "location" not in assembled[0]:
+            continue
+        chain = [key.namespace[:n] for n in range(len(key.namespace), 0, -1)]
+        defaults = (*(namespaces.get(levels, {}) for levels in chain), catalog)
+        name = TableName(rows.tenant, rows.catalog, key.namespace, key.name)
+        yield TableState(name, assembled[0], assembled[1], io, defaults)
+
+
+def tables_partition(rows: Iterable[Row]) -> Iterator[TableState]:
+    codec = default_codec()
+    for (tenant, catalog), catalog_rows in by_catalog(rows).items():
+        if catalog:
+            yield from catalog_tables(CatalogRows(tenant, catalog, catalog_rows, codec))
