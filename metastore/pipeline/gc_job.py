@@ -14,7 +14,7 @@
 
 The job holds the task lease on its scope for the whole run: a second run on the
 same scope refuses with one line (exit 2). ``--dry-run`` marks and asks the node
-what a sweep would delete and spare, deleting nothing and recording nothing.
+what a sweep would delete and spare, deleting nothing (no mark is kept to resume).
 """
 
 from __future__ import annotations
@@ -100,13 +100,12 @@ def _run(args: argparse.Namespace, out: TextIO, spark: SparkSession | None) -> d
         lease.abandon()  # the progress stays; the lease expires; a rerun resumes
         raise
     summary["seconds"] = round(time.monotonic() - started, 3)
-    if gc.dry_run:
-        lease.abandon()
-    else:
-        finished = {k: v for k, v in summary.items() if k != "summary"}
-        if gc.phase == "mark":  # a later --phase sweep finds it in the finished record
-            finished["pending_mark"] = lease.progress["mark"]
-        lease.finish(finished)
+    finished = {k: v for k, v in summary.items() if k != "summary"}
+    if gc.phase == "mark" and not gc.dry_run:  # a later --phase sweep finds it here
+        finished["pending_mark"] = lease.progress["mark"]
+    elif gc.dry_run and "pending_mark" in lease.record.get("summary", {}):
+        finished["pending_mark"] = lease.record["summary"]["pending_mark"]  # kept for it
+    lease.finish(finished)
     return summary
 
 

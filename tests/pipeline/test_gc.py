@@ -427,3 +427,47 @@ def test_the_spark_mark_equals_the_mark_of_each_catalog_in_one_process(
         assert progress.objects.value == sum(m.objects for m in marked.values())
     finally:
         source.close()
+
+
+def test_a_dry_run_says_what_it_would_delete_and_deletes_nothing(
+    spark: SparkSession, node: NodeProcess, tmp_path: Path
+) -> None:
+    http = Http(node.url)
+    table = setup_catalog(http, "dry", "c").create_table(("ns", "t"), SCHEMA)
+    for i in range(25):
+        append(table, i)
+    before = stored_objects(http, "dry")
+    ran = gc(spark, "--url", node.url, "--tenant", "dry", "--grace", "0", "--retention", "0",
+             "--dry-run", "--out", str(tmp_path / "gc"))  # fmt: skip
+    assert ran.status == 0, ran.stdout
+    summary = ran.summary
+    assert summary["deleted"] == 0 and summary["files_deleted"] == 0
+    assert 0 < summary["would_delete"] <= summary["candidates"]
+    assert "dry run: would delete" in ran.stdout
+    assert len(pq.read_table(summary["candidates_file"])) == summary["candidates"]
+    assert stored_objects(http, "dry") == before
+    record = task(http, "dry")  # it held the lease, and let it go
+    assert record is not None and record["status"] == "done" and record["summary"]["dry_run"]
+    again = gc(spark, "--url", node.url, "--tenant", "dry", "--grace", "0", "--retention", "0",
+               "--out", str(tmp_path / "gc2"))  # fmt: skip
+    assert again.status == 0, again.stdout
+    assert again.summary["deleted"] == summary["would_delete"]
+
+
+def test_bad_input_exits_2_with_one_line(
+    spark: SparkSession, node: NodeProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = ("--out", str(tmp_path / "gc"))
+    cases = [
+        (("--kafka", "127.0.0.1:1", *out), "pass --url, or --node"),
+        (("--url", node.url, "--tenant", "nobody", *out), "unknown tenant 'nobody'"),
+        (("--url", node.url, "--tenant", "empty", "--phase", "sweep", *out), "no mark to sweep"),
+        (("--url", node.url, "--grace", "-1", *out), "--grace and --retention"),
+    ]
+    setup_catalog(Http(node.url), "empty", "c")
+    for argv, message in cases:
+        capsys.readouterr()
+        ran = gc(spark, *argv)
+        assert ran.status == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], (argv, err)
