@@ -9,7 +9,9 @@
 3. **Remove orphan files**: files below a table's location, older than
    ``--older-than``, that nothing references: every snapshot's manifest list,
    manifests and data/delete files, every metadata file of the metadata log and
-   every statistics file, of every table (``orphans``).
+   every statistics file, of every table, and the metadata file of every table
+   version the store still keeps (the history may name it; garbage collection
+   removes those once their versions are collected) (``orphans``).
 
 Every deletion is contained in its table's location and logged to
 ``<out>/maintain-log.jsonl`` (one JSON object per expiry and per file, with its
@@ -85,9 +87,11 @@ def run(
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     with progress:
-        tables: list[TableState] = (
+        read: list[TableState | str] = (
             source.rows(spark, Scope(), progress).mapPartitions(tables_partition).collect()
         )
+    tables = [t for t in read if isinstance(t, TableState)]
+    stored = [t for t in read if isinstance(t, str)]  # metadata files of stored versions
     mine = [t for t in tables if scope.covers(t.name.tenant, t.name.catalog)]
 
     # 1. expiry, table by table, through the node
@@ -103,7 +107,7 @@ def run(
 
     # 2. the files of expired snapshots nothing needs
     snapshots: list[SnapshotFiles] = []
-    named: list[str] = []  # metadata, metadata-log and statistics files of every table
+    named: list[str] = stored  # + metadata-log and statistics files of every table
     io_by_location: dict[str, str] = {}
     expiring = {e.table.display(): set(e.expiry.snapshot_ids) for e in expired}
     for table in tables:

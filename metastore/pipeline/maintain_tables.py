@@ -20,7 +20,9 @@ from typing import Any
 from metastore.codec import default_codec
 from metastore.credentials import CredentialSources
 from metastore.errors import MetastoreError
+from metastore.iceberg import pieces
 from metastore.keys import CATALOG_RECORD, Kind
+from metastore.objtypes import ENTITY
 from metastore.pipeline.catalog import CatalogRows
 from metastore.pipeline.maintain_commit import TableName
 from metastore.pipeline.rows import Row, by_catalog
@@ -84,8 +86,29 @@ def catalog_tables(rows: CatalogRows) -> Iterator[TableState]:
         yield TableState(name, assembled[0], assembled[1], io, defaults)
 
 
-def tables_partition(rows: Iterable[Row]) -> Iterator[TableState]:
+def stored_metadata_files(rows: CatalogRows) -> Iterator[str]:
+    """The metadata file of every table version the catalog still stores: its history
+    (``?at=`` reads, ref resets) may name them, so only garbage collection, which
+    knows the history's retention, removes them."""
+    for stored in rows.persistence.scan_objects(rows.tenant, rows.catalog):
+        if stored.key.type != ENTITY.name:
+            continue
+        try:
+            entity = rows.objects.entity(stored.key.id)
+            core = entity.attachments.get(pieces.CORE)
+            piece = rows.piece(core) if core is not None and entity.kind is Kind.TABLE else None
+        except MissingObject:
+            continue
+        location = piece.get(pieces.METADATA_LOCATION) if isinstance(piece, dict) else None
+        if isinstance(location, str):
+            yield location
+
+
+def tables_partition(rows: Iterable[Row]) -> Iterator[TableState | str]:
+    """Each catalog's live tables, then the metadata files its stored versions name."""
     codec = default_codec()
     for (tenant, catalog), catalog_rows in by_catalog(rows).items():
         if catalog:
-            yield from catalog_tables(CatalogRows(tenant, catalog, catalog_rows, codec))
+            catalog_view = CatalogRows(tenant, catalog, catalog_rows, codec)
+            yield from catalog_tables(catalog_view)
+            yield from stored_metadata_files(catalog_view)

@@ -39,6 +39,7 @@ SCHEMA = Schema(NestedField(1, "id", LongType(), required=False))
 AGE = "history.expire.max-snapshot-age-ms"
 KEEP = "history.expire.min-snapshots-to-keep"
 REF_AGE = "history.expire.max-ref-age-ms"
+LOG_MAX = "write.metadata.previous-versions-max"
 OLD_S = 10 * 24 * 3600  # a planted orphan's age
 THRESHOLD_S = 3600  # --older-than of the runs
 
@@ -157,6 +158,9 @@ def policies(lake: Lake, spark: SparkSession, tmp_path_factory: pytest.TempPathF
     tables["tagged"] = policy.load_table("ns.tagged")
     tables["young"] = appended(policy, "ns.young", 3)  # Iceberg's defaults: nothing expires
     tables["by_namespace"] = appended(policy, "aging.plain", 3)
+    # a metadata log of one entry: older metadata files are named only by the table's
+    # versions the store keeps (its history), never by the current metadata
+    tables["short_log"] = appended(policy, "ns.short_log", 3, **{LOG_MAX: "1"})
     tables["overridden"] = appended(policy, "aging.overridden", 3, **{KEEP: "2"})
     strict = lake.catalog("strict", {AGE: "1", KEEP: "2"})
     strict.create_namespace("ns")
@@ -172,6 +176,8 @@ def policies(lake: Lake, spark: SparkSession, tmp_path_factory: pytest.TempPathF
         pq.write_table(rows(99), path)
     make_old(orphans["old"])
     make_old(orphans["beside"])
+    for path in local(tables["short_log"].metadata.location).glob("metadata/*.metadata.json"):
+        make_old(path)
     before_files = {name: all_files(table) for name, table in tables.items()}
     before_refs = {name: snapshot_files(table) for name, table in tables.items()}
     out = tmp_path_factory.mktemp("maintain-out")
@@ -269,6 +275,15 @@ def test_orphans_old_go_young_stay_outside_untouched(policies: Policies) -> None
     assert not policies.orphans["old"].exists()
     assert policies.orphans["young"].exists()
     assert policies.orphans["beside"].exists()
+
+
+def test_metadata_files_of_stored_table_versions_stay(policies: Policies) -> None:
+    """Old, and beyond the metadata log, but the catalog's history still names them."""
+    table = policies.after["short_log"]
+    assert len(table.metadata.metadata_log) == 1
+    kept = {p for p in policies.before_files["short_log"] if p.name.endswith(".metadata.json")}
+    assert len(kept) >= 4  # create + 3 appends
+    assert all(p.exists() for p in kept)
 
 
 # --- a concurrent append ------------------------------------------------------------
