@@ -1,21 +1,28 @@
 """The mark phase on Spark: each task marks the whole catalogs of its partition.
 
 Tasks run ``gc_mark.mark_catalog`` over their catalogs' rows and list each catalog's
-orphaned metadata files (``gc_files``); the candidates go straight from the tasks to
-Parquet (``<out>/mark-<mark time>/candidates.parquet``: tenant, catalog, type, id as
-a decimal string for 64-bit ids, created_at_us, size), the per-catalog results
-(mark_head, the refs' HEADs, counts, orphan files) come back to the driver.
+orphaned metadata files (``gc_files``); each task writes its catalogs' candidates
+itself with pyarrow, one Parquet file per Spark partition
+(``<out>/mark-<mark time>/candidates.parquet/part-<n>.parquet``: tenant, catalog,
+type, id as a decimal string for 64-bit ids, created_at_us, size; written under a
+temporary name and renamed, so a retried task replaces its file), and only the
+per-catalog results (mark_head, the refs' HEADs, counts, orphan files) come back to
+the driver: candidates never cross into the JVM. ``--out`` must therefore be a
+directory the executors share with the driver (as on a local master).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pyspark import Accumulator
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark import Accumulator, TaskContext
 from pyspark.sql import SparkSession
 
 from metastore.codec import default_codec
@@ -27,9 +34,17 @@ from metastore.pipeline.progress import Progress
 from metastore.pipeline.rows import Row, by_catalog
 from metastore.pipeline.source import Source
 
-CANDIDATES_DDL = (
-    "tenant string, catalog string, type string, id string, created_at_us bigint, size bigint"
+CANDIDATES_SCHEMA = pa.schema(
+    [
+        ("tenant", pa.string()),
+        ("catalog", pa.string()),
+        ("type", pa.string()),
+        ("id", pa.string()),  # up to 2**64 - 1: beyond a signed 64-bit column
+        ("created_at_us", pa.int64()),
+        ("size", pa.int64()),
+    ]
 )
+CANDIDATE_COLUMNS = tuple(CANDIDATES_SCHEMA.names)
 
 
 @dataclass
@@ -84,15 +99,40 @@ def sweepable(tenant: str, catalog: str) -> bool:
 
 
 def mark_partition(
-    scope: Scope, times: MarkTimes, objects: Accumulator[int], rows: Iterable[Row]
-) -> Iterator[CatalogMark]:
+    scope: Scope,
+    times: MarkTimes,
+    objects: Accumulator[int],
+    candidates_path: str,
+    rows: Iterable[Row],
+) -> Iterator[MarkedCatalog]:
     codec = default_codec()
+    columns: dict[str, list[Any]] = {name: [] for name in CANDIDATE_COLUMNS}
+    kept = []
     for (tenant, catalog), catalog_rows in by_catalog(rows).items():
         if not scope.covers(tenant, catalog) or not sweepable(tenant, catalog):
             continue
         mark = mark_catalog(CatalogRows(tenant, catalog, catalog_rows, codec), times)
         objects.add(mark.objects)
-        yield mark
+        for type_name, obj_id, created_at_us, size in mark.candidates:
+            for name, value in zip(
+                CANDIDATE_COLUMNS,
+                (tenant, catalog, type_name, str(obj_id), created_at_us, size),
+                strict=True,
+            ):
+                columns[name].append(value)
+        kept.append(_kept(mark, times))
+    _write_part(Path(candidates_path), columns)
+    yield from kept
+
+
+def _write_part(directory: Path, columns: dict[str, list[Any]]) -> None:
+    part = TaskContext.get()
+    number = part.partitionId() if part is not None else 0
+    directory.mkdir(parents=True, exist_ok=True)
+    final = directory / f"part-{number:05d}.parquet"
+    temporary = directory / f".{final.name}.{os.getpid()}.tmp"
+    pq.write_table(pa.table(columns, schema=CANDIDATES_SCHEMA), temporary)
+    temporary.replace(final)
 
 
 def _kept(mark: CatalogMark, times: MarkTimes) -> MarkedCatalog:
@@ -116,11 +156,6 @@ def _kept(mark: CatalogMark, times: MarkTimes) -> MarkedCatalog:
     )
 
 
-def _candidate_rows(mark: CatalogMark) -> Iterator[tuple[Any, ...]]:
-    for type_name, obj_id, created_at_us, size in mark.candidates:
-        yield (mark.tenant, mark.catalog, type_name, str(obj_id), created_at_us, size)
-
-
 def mark(
     spark: SparkSession,
     source: Source,
@@ -130,15 +165,13 @@ def mark(
     progress: Progress,
 ) -> list[MarkedCatalog]:
     """Mark ``scope`` of ``source``; candidates written to ``candidates_path``."""
+    candidates_path.mkdir(parents=True, exist_ok=True)
     with progress:
-        marks = source.rows(spark, scope, progress).mapPartitions(
-            partial(mark_partition, scope, times, progress.objects)
+        found: list[MarkedCatalog] = (
+            source.rows(spark, scope, progress)
+            .mapPartitions(
+                partial(mark_partition, scope, times, progress.objects, str(candidates_path))
+            )
+            .collect()
         )
-        marks.persist()
-        try:
-            kept: list[MarkedCatalog] = marks.map(partial(_kept, times=times)).collect()
-            frame = spark.createDataFrame(marks.flatMap(_candidate_rows), schema=CANDIDATES_DDL)
-            frame.write.mode("overwrite").parquet(str(candidates_path))
-        finally:
-            marks.unpersist()
-    return kept
+    return found
