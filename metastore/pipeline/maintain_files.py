@@ -60,6 +60,9 @@ def read_lists(snapshots: Iterable[SnapshotFiles]) -> Iterator[tuple[str, tuple[
     for each of its manifests (to be read once per manifest)."""
     from pyiceberg.manifest import read_manifest_list
 
+    # consecutive snapshots of a table share most manifests: each task passes a manifest
+    # on once per (live, table), not once per snapshot listing it
+    manifests: dict[tuple[str, bool, str], tuple[Any, SnapshotFiles]] = {}
     for snapshot in snapshots:
         expired_in = None if snapshot.live else snapshot.table_location
         row = _row(snapshot.manifest_list, "manifest-list", snapshot.live, expired_in)
@@ -67,7 +70,10 @@ def read_lists(snapshots: Iterable[SnapshotFiles]) -> Iterator[tuple[str, tuple[
             yield "", row
         io = _io(snapshot.io_properties, snapshot.table_location)
         for manifest in read_manifest_list(io.new_input(snapshot.manifest_list)):
-            yield manifest.manifest_path, (manifest, snapshot)
+            key = (manifest.manifest_path, snapshot.live, snapshot.table_location)
+            manifests.setdefault(key, (manifest, snapshot))
+    for (path, _, _), found in manifests.items():
+        yield path, found
 
 
 def read_manifests(
