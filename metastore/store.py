@@ -8,6 +8,7 @@ read what the earlier ones produced before anything reaches the backend.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -17,7 +18,7 @@ from metastore.errors import MetastoreError, NoSuchCommit
 from metastore.index import Entry, IndexView
 from metastore.keys import ObjKey
 from metastore.model import Commit, Entity, stripe_decode
-from metastore.objtypes import COMMIT, ENTITY, INDEX
+from metastore.objtypes import COMMIT, ENTITY, INDEX, METADATA_PIECE
 from metastore.persistence.base import Persistence, StoredObject
 
 T = TypeVar("T")
@@ -40,6 +41,14 @@ class Objects(Protocol):
     def entity(self, obj_id: int) -> Entity: ...
 
     def index(self, commit: Commit | None) -> IndexView | None: ...
+
+    def piece(self, obj_id: int) -> Any:
+        """A metadata piece's JSON value, or None when it is not stored."""
+
+
+def decode_piece(codec: Codec, data: bytes) -> Any:
+    """A stored metadata piece's JSON value (its record also names its kind)."""
+    return json.loads(codec.decode(METADATA_PIECE.schema, data)["json"])
 
 
 class CatalogObjects:
@@ -103,6 +112,9 @@ class CatalogObjects:
             return None
         return IndexView(commit.index, commit.stripes, self.stripe, commit.index_size)
 
+    def piece(self, obj_id: int) -> Any:
+        return self.load(METADATA_PIECE.name, obj_id, lambda data: decode_piece(self._codec, data))
+
     def remember(self, written: Sequence[tuple[StoredObject, Any]]) -> None:
         """Warm the cache with objects just written (they are immutable)."""
         for stored, value in written:
@@ -143,3 +155,7 @@ class StagedObjects:
         if commit is None:
             return None
         return IndexView(commit.index, commit.stripes, self.stripe, commit.index_size)
+
+    def piece(self, obj_id: int) -> Any:
+        key = self.key(METADATA_PIECE.name, obj_id)
+        return self._staged[key] if key in self._staged else self._base.piece(obj_id)

@@ -12,7 +12,8 @@ the ref's lane like every other commit. ``SweepPlan.plan`` runs inside the engin
 against the HEAD the sweep commit is built on: it walks from that HEAD and from
 each of the ref's recent HEADs back to the mark's HEAD and spares every candidate
 that those newer commits reference (the commits, their index stripes, the entity
-objects of their changes and those entities' attachments). The deletions are
+objects of their changes, those entities' attachments and the older log pages
+those link by ``prev``). The deletions are
 written with the sweep commit, in the same atomic write as its HEAD
 compare-and-swap (``Persistence.write(..., deletes=...)``):
 
@@ -175,6 +176,18 @@ class _Walk:
                 entity = self._objects.entity(obj_id)
             except MissingObject:
                 continue  # nothing to spare: audit reports the damage
-            self.protected.update(
-                key(METADATA_PIECE.name, piece) for piece in entity.attachments.values()
-            )
+            for piece in entity.attachments.values():
+                self._protect_piece(piece)
+
+    def _protect_piece(self, piece_id: int) -> None:
+        """A piece, and for a log's page every older page it links by ``prev``: frozen
+        pages are shared, so a table registered again between mark and sweep can link
+        pages the mark found unreachable. A page already protected ends the walk (its
+        older pages were protected with it)."""
+        key = self._objects.key
+        while piece_id and key(METADATA_PIECE.name, piece_id) not in self.protected:
+            self.protected.add(key(METADATA_PIECE.name, piece_id))
+            value = self._objects.piece(piece_id)
+            if not (isinstance(value, dict) and value.keys() == {"prev", "items"}):
+                return  # not a page (or missing: audit reports it)
+            piece_id = int(value["prev"] or 0)

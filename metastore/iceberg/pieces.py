@@ -30,6 +30,7 @@ from metastore.codec import Codec
 from metastore.commits import NewObject
 from metastore.objtypes import METADATA_PIECE
 from metastore.store import MissingObject
+from metastore.store import decode_piece as store_decode_piece
 
 PAGE_ITEMS = 32
 CORE = "core"
@@ -73,7 +74,7 @@ def encode_piece(codec: Codec, kind: str, value: Any) -> NewObject:
 
 
 def decode_piece(codec: Codec, data: bytes) -> Any:
-    return json.loads(codec.decode(METADATA_PIECE.schema, data)["json"])
+    return store_decode_piece(codec, data)
 
 
 @dataclass(frozen=True, slots=True)

@@ -473,11 +473,6 @@ def test_bad_input_exits_2_with_one_line(
         assert len(err) == 1 and message in err[0], (argv, err)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the node's sweep spares a reused entity's attachments but not the older log "
-    "pages its head pages link by prev (metastore/sweep.py)",
-)
 def test_frozen_log_pages_of_a_table_registered_again_between_mark_and_sweep_are_spared(
     spark: SparkSession, node: NodeProcess, tmp_path: Path
 ) -> None:
