@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from typing import Any
 
 from metastore.keys import ObjKey
@@ -39,6 +40,15 @@ class ObjectCache:
             self._items.move_to_end(key)
             self.hits += 1
             return item[0]
+
+    def discard(self, keys: Iterable[ObjKey]) -> None:
+        """Forget deleted objects: garbage collection removes immutable objects, and a
+        history read walking past the retained commits must find them gone."""
+        with self._lock:
+            for key in keys:
+                old = self._items.pop(key, None)
+                if old is not None:
+                    self._size -= old[1]
 
     def put(self, key: ObjKey, value: Any, cost: int) -> None:
         if cost > self._max:

@@ -437,6 +437,7 @@ class Committer:
                 unknown = CommitStateUnknown(f"commit state unknown: {exc}")
                 return [unknown if isinstance(r, CommitOutcome) else r for r in results]
             base.remember(staged.written)
+            base.forget(deletes)
             return results
 
     def _run(

@@ -201,7 +201,11 @@ class Metastore:
     def list_commits(
         self, tenant: str, catalog: str, page_token: str | None, page_size: int | None
     ) -> Page[Commit]:
-        """History of the main ref, newest first; a token resumes at a pinned commit."""
+        """History of the main ref, newest first; a token resumes at a pinned commit.
+
+        History older than garbage collection's retention window may be collected:
+        the listing ends at the first parent that is gone (the end of the retained
+        history), and a token that pinned a collected commit is refused."""
         size = check_page_size(page_size)
         listing = fingerprint(tenant, catalog, "commits")
         objects = self.objects(tenant, catalog)
@@ -218,7 +222,10 @@ class Metastore:
             except NoSuchCommit:
                 if page_token and not items:
                     raise InvalidPageToken("invalid page token: unknown commit") from None
-                raise
+                if not items and next_id == start:
+                    raise  # HEAD itself: the store is damaged (audit reports it)
+                next_id = 0  # a parent past the retained history: the listing ends here
+                break
             items.append(commit)
             next_id = commit.parent
         token = encode_token(PageToken(next_id, b""), listing) if next_id else None

@@ -115,6 +115,11 @@ class CatalogObjects:
     def piece(self, obj_id: int) -> Any:
         return self.load(METADATA_PIECE.name, obj_id, lambda data: decode_piece(self._codec, data))
 
+    def forget(self, deleted: Sequence[ObjKey]) -> None:
+        """Drop deleted objects from the cache (a sweep's deletions)."""
+        if deleted:
+            self._cache.discard(deleted)
+
     def remember(self, written: Sequence[tuple[StoredObject, Any]]) -> None:
         """Warm the cache with objects just written (they are immutable)."""
         for stored, value in written:

@@ -185,6 +185,9 @@ async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
     assert lease is not None, "lease_ctx acquired it"
     codec, clock = default_codec(), SystemClock()
     cache = ObjectCache(config.cache_bytes)
+    node = app.get(CLUSTER)
+    if node is not None:  # objects a sweep deleted, as this node's view applies them
+        node.store.on_deleted = cache.discard
     objects = partial(CatalogObjects, persistence, codec, cache)
     quotas = TenantQuotas(persistence, objects, quota_defaults(config))
     limits = EngineLimits(

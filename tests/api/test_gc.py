@@ -221,6 +221,48 @@ def test_a_sweep_deletes_what_nothing_reaches_and_a_second_sweep_finds_nothing(
     }
 
 
+def test_history_ends_where_collected_commits_begin(
+    node: NodeProcess, catalog: tuple[str, RestCatalog]
+) -> None:
+    """Commits past the retained history are collected: the history listing ends at the
+    first missing parent (no error), whole and page by page; a ``?at=`` read of a
+    collected commit is a 404."""
+    name, client = catalog
+    client.create_table(("ns", "gone"), SCHEMA)
+    drop_and_age(client, "gone")
+    head, candidates = mark(catalog_rows(node, name))
+    collected = {k.id for k in candidates if k.type == COMMIT.name}
+    assert collected
+    swept = sweep(node, name, head, candidates)
+    assert swept["deleted"] == len(candidates)
+    url = f"{node.url}/api/v1/tenants/{T}/catalogs/{name}/commits"
+
+    whole = requests.get(url, params={"pageSize": 1000}, timeout=30)
+    assert whole.status_code == 200, whole.text
+    listed = [int(c["id"]) for c in whole.json()["commits"]]
+    assert whole.json().get("next-page-token") is None
+    assert not collected & set(listed) and int(swept["commit-id"]) == listed[0]
+    assert len(listed) == RECENT_HEADS + 2  # the sweep's commit, HEAD and the recent HEADs
+
+    paged: list[int] = []
+    token: str | None = None
+    while True:
+        params: dict[str, Any] = {"pageSize": 5, **({"pageToken": token} if token else {})}
+        page = requests.get(url, params=params, timeout=30)
+        assert page.status_code == 200, page.text
+        paged += [int(c["id"]) for c in page.json()["commits"]]
+        token = page.json().get("next-page-token")
+        if not token:
+            break
+    assert paged == listed
+
+    gone = min(collected)
+    at = requests.get(
+        f"{node.url}/api/v1/tenants/{T}/catalogs/{name}/namespaces", params={"at": gone}, timeout=30
+    )
+    assert at.status_code == 404, at.text
+
+
 def test_commits_racing_sweeps_never_leave_a_dangling_reference(
     node: NodeProcess, catalog: tuple[str, RestCatalog]
 ) -> None:

@@ -132,3 +132,16 @@ def test_an_embedded_store_is_not_opened_as_a_view(tmp_path: Path) -> None:
     ViewStore(tmp_path / "other", CONFIG).close()
     with pytest.raises(ViewError, match="this view is of"):
         ViewStore(tmp_path / "other", ClusterConfig("localhost:9", prefix="u", partitions=2))
+
+
+def test_the_objects_a_batch_deletes_are_announced(store: ViewStore) -> None:
+    """A node's object cache forgets what garbage collection deleted, as its view applies
+    the owner's tombstones (a history read must not find a collected commit there)."""
+    log = Log()
+    told: list[list[ObjKey]] = []
+    store.on_deleted = told.append
+    store.apply(log.objects(log.obj(1), log.obj(2)))
+    assert told == []  # writes announce nothing
+    store.apply([log.raw("objects", b"o" + log.obj(1).key.encode(), None)])
+    assert told == [[log.obj(1).key]]
+    assert store.get_objects([log.obj(1).key, log.obj(2).key]) == [None, log.obj(2)]

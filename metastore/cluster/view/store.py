@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -34,6 +34,7 @@ from metastore.persistence.layout import (
     DATA_PREFIXES,
     DROPPED,
     EPOCH_FLOOR,
+    OBJ,
     OBJECTS_BARRIER,
     OFFSETS,
     REFS_BARRIER,
@@ -66,6 +67,8 @@ class ViewStore:
         self._apply_lock = threading.Lock()  # one apply at a time
         self._recent_drops: dict[tuple[Role, int], deque[int]] = {}  # in memory only
         self._logged: set[tuple[Role, int]] = set()
+        # told the objects each applied batch deleted (the node's object cache listens)
+        self.on_deleted: Callable[[list[ObjKey]], None] | None = None
         try:
             self._state = self._load()
         except BaseException:
@@ -176,6 +179,15 @@ class ViewStore:
         with self._apply_lock:
             applied = apply_records(self.state, batch, self._db.get, self.context)
             self._db.write(applied.writes)
+            listener = self.on_deleted
+            if listener is not None:
+                deleted = [
+                    ObjKey.decode(key[1:])
+                    for key, value in applied.writes.items()
+                    if value is None and key[:1] == OBJ
+                ]
+                if deleted:
+                    listener(deleted)
             with self._lock:
                 self._state = applied.state
                 for drop in applied.drops:
