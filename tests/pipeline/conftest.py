@@ -17,7 +17,6 @@ from metastore.cli import _parser
 from metastore.pipeline import cli
 from metastore.pipeline.session import start
 
-
 # PySpark reads a job's results from a local socket it leaves to the garbage collector
 # (``pyspark.util._load_from_socket``); only that warning is PySpark's, not ours.
 SPARK_SOCKETS = pytest.mark.filterwarnings(
