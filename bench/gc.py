@@ -6,7 +6,8 @@ no node has it open), most of it history older than the retention window. In one
 run: the mark as a single-process Python scan of the store and as ``metastore gc
 --phase mark`` on Spark (``--master``, ``local[*]`` by default; a child process
 timed from start to exit, the JVM's start included, next to the mark's own rate),
-then ``metastore gc --phase sweep`` through the node (deletes/s), and the store's
+``metastore audit`` and ``metastore export`` of the same store (objects/s), then
+``metastore gc --phase sweep`` through the node (deletes/s), and the store's
 objects and bytes before and after (after a manual compaction too: RocksDB reclaims
 deleted rows' space only when it compacts). The summary goes to ``.bench/gc.json``.
 """
@@ -84,6 +85,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"{scan.objects:,} objects in {scan.seconds:.1f} s", flush=True)
 
         with NodeProcess(data, log_path=root / "node2.log") as node:
+            master = ("--master", args.master)
+            print(f"\n== metastore audit, metastore export (Spark {args.master}) ==", flush=True)
+            audited = gc.job_command("audit", node.url, root / "audit", *master)
+            exported = gc.job_command("export", node.url, root / "export", *master)
+            for name, timed in (("audit", audited), ("export", exported)):
+                print(
+                    f"{name}: {timed.summary['objects']:,} objects, "
+                    f"{timed.summary['objects_per_s']:,.0f} objects/s in the job, "
+                    f"{timed.seconds:.1f} s wall",
+                    flush=True,
+                )
             print(f"\n== mark: metastore gc --phase mark (Spark {args.master}) ==", flush=True)
             common = ("--grace", "0", "--retention", str(RETENTION_S), "--master", args.master)
             marked = gc.gc_command(node.url, root / "gc", "--phase", "mark", *common)
@@ -112,6 +124,16 @@ def run(args: argparse.Namespace) -> int:
             f"mark, Spark {args.master}",
             f"{spark_rate:,.0f} objects/s in the job; {marked.seconds:.1f} s wall incl. JVM",
         ),
+        (
+            f"audit, Spark {args.master}",
+            f"{audited.summary['objects_per_s']:,.0f} objects/s in the job; "
+            f"{audited.seconds:.1f} s wall incl. JVM",
+        ),
+        (
+            f"export, Spark {args.master}",
+            f"{exported.summary['objects_per_s']:,.0f} objects/s in the job; "
+            f"{exported.seconds:.1f} s wall incl. JVM",
+        ),
         ("candidates", f"{marked.summary['candidates']:,} (Python {scan.candidates:,})"),
         (
             "sweep",
@@ -132,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
         "settings": vars(args),
         "built": asdict(built),
         "python_mark": asdict(scan),
+        "audit": asdict(audited),
+        "export": asdict(exported),
         "spark_mark": asdict(marked),
         "sweep": asdict(swept),
         "objects": {"before": objects_before, "after": objects_after},

@@ -186,7 +186,12 @@ def python_mark(store: Path, catalogs: Sequence[str], times: MarkTimes) -> Scan:
 
 
 def gc_command(url: str, out: Path, *args: str) -> Timed:
-    command = [sys.executable, "-m", "metastore", "gc", "--url", url, "--tenant", TENANT,
+    return job_command("gc", url, out, *args)
+
+
+def job_command(job: str, url: str, out: Path, *args: str) -> Timed:
+    """One pipeline job (``metastore <job>``) over the bench tenant, timed start to exit."""
+    command = [sys.executable, "-m", "metastore", job, "--url", url, "--tenant", TENANT,
                "--json", "--no-progress", "--out", str(out), *args]  # fmt: skip
     started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True, timeout=3600, check=False)

@@ -105,15 +105,16 @@ class LogWriter:
         self.codec = RecordCodec(default_codec(), node="bench-writer")
         self.objects_per_commit = objects_per_commit
         self.producer = Producer(
-            {
-                **config.common(),
-                "transactional.id": f"{config.prefix}.bench-writer",
-                "enable.idempotence": True,
-                "linger.ms": 20,
-                "batch.num.messages": 10_000,
-                "queue.buffering.max.messages": 1_000_000,
-                "queue.buffering.max.kbytes": 1_048_576,
-            }
+            config.client(
+                **{
+                    "transactional.id": f"{config.prefix}.bench-writer",
+                    "enable.idempotence": True,
+                    "linger.ms": 20,
+                    "batch.num.messages": 10_000,
+                    "queue.buffering.max.messages": 1_000_000,
+                    "queue.buffering.max.kbytes": 1_048_576,
+                }
+            )
         )
         self.producer.init_transactions(TIMEOUT_S)
         self.catalogs = catalogs(config.partitions, CATALOGS_PER_PARTITION)
