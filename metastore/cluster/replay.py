@@ -233,7 +233,13 @@ def add_parser(commands: Any) -> None:
     """``metastore replay`` on the CLI's subparsers."""
     cmd = commands.add_parser("replay", help="rebuild a view from the changelog topics")
     cmd.add_argument("--kafka", required=True, help="bootstrap servers, HOST:PORT[,HOST:PORT]")
-    cmd.add_argument("--prefix", default="metastore", help="topic prefix (default metastore)")
+    cmd.add_argument(
+        "--topic-prefix",
+        "--prefix",
+        dest="prefix",
+        default="metastore",
+        help="topic prefix (default metastore), as the pipeline jobs name it",
+    )
     cmd.add_argument("--partitions", type=int, default=12, help="partitions per topic")
     cmd.add_argument("--data-dir", required=True, help="the view's RocksDB directory")
     cmd.add_argument("--fresh", action="store_true", help="wipe the view and replay from 0")
