@@ -135,14 +135,24 @@ class _Walk:
         self._mark = mark
         self._history: dict[int, int] = {mark.seq: mark.id}  # seq -> id on the mark's chain
         self._oldest = mark
+        self._truncated = False  # an ancestor of the mark's HEAD is gone (collected)
         self._seen: set[int] = set()
         self.protected: set[ObjKey] = set()
 
     def back_from(self, commit_id: int) -> None:
+        """Protect what the commits from ``commit_id`` (a HEAD or a recent HEAD, which
+        must exist) back to the mark's history reference. A parent that is gone was
+        collected by an earlier sweep: it was history past the retention window, never
+        newer than a mark, so nothing live lies beyond it."""
         commit_id_now: int = commit_id
         while commit_id_now and commit_id_now not in self._seen:
             self._seen.add(commit_id_now)
-            commit = self._objects.commit(commit_id_now)
+            try:
+                commit = self._objects.commit(commit_id_now)
+            except NoSuchCommit:
+                if commit_id_now == commit_id:
+                    raise  # a root: the ref names it, so the store is damaged
+                return
             if self._on_mark_history(commit):
                 return  # the mark reached it (its HEAD, or through the recent HEADs)
             self._protect(commit)
@@ -152,8 +162,12 @@ class _Walk:
         """``commit`` is the mark's HEAD or one of its ancestors."""
         if commit.seq > self._mark.seq:
             return False
-        while self._oldest.seq > commit.seq and self._oldest.parent:
-            self._oldest = self._objects.commit(self._oldest.parent)
+        while self._oldest.seq > commit.seq and self._oldest.parent and not self._truncated:
+            try:
+                self._oldest = self._objects.commit(self._oldest.parent)
+            except NoSuchCommit:  # collected: the mark's known history ends here, and a
+                self._truncated = True  # commit below it is walked (and protected) instead
+                break
             self._history[self._oldest.seq] = self._oldest.id
         return self._history.get(commit.seq) == commit.id
 
