@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.broker import BrokerProcess
+from harness.s3 import S3Process
 
 
 @pytest.fixture(scope="session")
@@ -32,3 +33,21 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture
 def topic_prefix() -> str:
     return f"t{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Process]:
+    """An S3-compatible server (moto) on a free loopback port that accepts any keys
+    (``harness.s3.KEYS``); tests make buckets of their own (``make_bucket``)."""
+    log = Path(tmp_path_factory.mktemp("s3")) / "moto.log"
+    with S3Process(log_path=log) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def s3_iam_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Process]:
+    """The same server enforcing IAM, session policies included: only ``admin``'s keys
+    and credentials of ``role_arn`` assumed through its STS are accepted."""
+    log = Path(tmp_path_factory.mktemp("s3-iam")) / "moto.log"
+    with S3Process(iam=True, log_path=log) as server:
+        yield server
