@@ -17,6 +17,8 @@ from metastore.keys import EntityKey
 from metastore.model import Entity
 
 _UNSET = "\x00unset"
+# property of a dropped version: who dropped it (reserved; an undrop removes it)
+DROPPED_BY = "metastore.dropped-by"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +53,31 @@ class RenameEntity:
     to: EntityKey
 
 
-Change = CreateEntity | UpdateEntity | DeleteEntity | RenameEntity
+@dataclass(frozen=True, slots=True)
+class DropEntity:
+    """Drop a table or view but keep it, restorable, until garbage collection collects it.
+
+    The engine moves the entity's next version (``by``, the dropping principal, recorded
+    in it) from ``key`` to its dropped record (``metastore.dropped``); its location stays
+    held, so its files stay its own until it is collected.
+    """
+
+    key: EntityKey
+    by: str
+
+
+@dataclass(frozen=True, slots=True)
+class UndropEntity:
+    """Restore a dropped table or view under ``key``, its name when it was dropped.
+
+    ``entity_id`` picks one dropped instance of that name; None: the one dropped last.
+    """
+
+    key: EntityKey
+    entity_id: int | None = None
+
+
+Change = CreateEntity | UpdateEntity | DeleteEntity | RenameEntity | DropEntity | UndropEntity
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +131,38 @@ def _update(change: UpdateEntity, current: Entity | None, ctx: ApplyContext) -> 
 @apply_change.register
 def _delete(change: DeleteEntity, current: Entity | None, ctx: ApplyContext) -> Entity | None:
     return None
+
+
+@apply_change.register
+def _drop(change: DropEntity, current: Entity | None, ctx: ApplyContext) -> Entity | None:
+    """The dropped version (stored under the dropped record): the same entity, marked."""
+    assert current is not None, "engine checks existence first"
+    props = {**current.properties, DROPPED_BY: change.by}
+    return _next(current, current.path, props, ctx)
+
+
+@apply_change.register
+def _undrop(change: UndropEntity, current: Entity | None, ctx: ApplyContext) -> Entity | None:
+    """The restored version (``current``: the dropped one): unmarked, live again."""
+    assert current is not None, "engine finds the dropped record first"
+    props = {k: v for k, v in current.properties.items() if k != DROPPED_BY}
+    return _next(current, change.key.path, props, ctx)
+
+
+def _next(
+    current: Entity, path: tuple[str, ...], props: Mapping[str, str], ctx: ApplyContext
+) -> Entity:
+    return Entity(
+        entity_id=current.entity_id,
+        kind=current.kind,
+        path=path,
+        properties=MappingProxyType(dict(props)),
+        location=current.location,
+        version=current.version + 1,
+        created_at_us=current.created_at_us,
+        updated_at_us=ctx.now_us,
+        attachments=current.attachments,
+    )
 
 
 @apply_change.register

@@ -25,13 +25,15 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
-from metastore import location_index
+from metastore import dropped, location_index
 from metastore.changes import (
     ApplyContext,
     Change,
     CreateEntity,
     DeleteEntity,
+    DropEntity,
     RenameEntity,
+    UndropEntity,
     UpdateEntity,
     apply_change,
 )
@@ -173,6 +175,9 @@ class _State:
         value = self.index.get(key.encode())
         return None if value is None else self._objects.entity(value[1])
 
+    def entity(self, obj_id: int) -> Entity:
+        return self._objects.entity(obj_id)
+
     def has_children(self, namespace: tuple[str, ...]) -> bool:
         prefix = kind_prefix((), Kind.NAMESPACE) if not namespace else children_prefix(namespace)
         return next(self.index.items(prefix), None) is not None
@@ -285,11 +290,25 @@ class CommitLogic:
     ) -> None:
         key = change.key
         current = state.get(key)
-        if isinstance(change, CreateEntity):
+        if isinstance(change, UndropEntity):
+            key, current = self._undroppable(state, change)
+            results[key] = None
+            recorded.append(CommitChange(key.encode(), "DELETE"))
+            key, action = change.key, "CREATE"
+        elif isinstance(change, CreateEntity):
             self._check_creatable(state, key)
             action = "CREATE"
         elif current is None:
             raise not_found(key)
+        elif isinstance(change, DropEntity):
+            if key.kind not in dropped.KINDS:
+                raise ValidationFailed("only a table or a view is dropped and kept")
+            state.index.remove(key.encode())
+            results[key] = None
+            recorded.append(CommitChange(key.encode(), "DELETE"))
+            key, action = dropped.record_key(current.entity_id), "CREATE"
+            if state.get(key) is not None:  # cannot happen: one live entity per id
+                raise AlreadyExists(f"{key.name} is kept already")
         elif isinstance(change, DeleteEntity):
             if key.kind is Kind.NAMESPACE and state.has_children(key.path):
                 raise NotEmpty(f"namespace is not empty: {key.display()}")
@@ -340,6 +359,22 @@ class CommitLogic:
         else:
             self._write_entity(objects, state, change.key, entity, ctx.new_id, now_us)
 
+    def _undroppable(self, state: _State, change: UndropEntity) -> tuple[EntityKey, Entity]:
+        """The dropped record an undrop restores (404 if there is none, 409 if the name is
+        taken), removed from the index."""
+        if change.key.kind not in dropped.KINDS:
+            raise ValidationFailed("only a table or a view is undropped")
+        found = dropped.find(state.index, state.entity, change.key, change.entity_id)
+        if found is None:
+            which = "" if change.entity_id is None else f" with entity id {change.entity_id}"
+            raise type(not_found(change.key))(
+                f"no dropped {change.key.kind.label} {change.key.display()}{which} "
+                "(never dropped, or purged, restored or collected since)"
+            )
+        self._check_creatable(state, change.key)
+        state.index.remove(found.record.encode())
+        return found.record, found.entity
+
     def _check_creatable(self, state: _State, key: EntityKey) -> None:
         if state.get(key) is not None:
             raise AlreadyExists(f"{key.kind.label} already exists: {key.display()}")
@@ -387,8 +422,10 @@ class Committer:
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
         entity_limits: EntityLimits | None = None,
+        write_time: Callable[[float], None] | None = None,
     ) -> None:
         self._persistence = persistence
+        self._write_time = write_time  # seconds of each durable write that succeeded
         self._objects = objects
         self._clock = clock
         self._limits = limits
@@ -415,7 +452,10 @@ class Committer:
             if update is None:
                 return results
             try:
+                started = time.perf_counter()
                 self._persistence.write([s for s, _ in staged.written], update, deletes)
+                if self._write_time is not None:
+                    self._write_time(time.perf_counter() - started)
             except RefConditionFailed:  # nothing was written: rebuild on the fresh HEAD
                 self.cas_retries += 1
                 if attempts.backoff():

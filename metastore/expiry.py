@@ -1,29 +1,37 @@
 """Expiring what a node itself writes and nothing references: idempotency records past
-their lifetime, node-id leases long expired.
+their lifetime, dropped tables and views past their catalog's retention, node-id leases
+long expired.
 
 An idempotency record only has to outlive a client's retries of one request; past
 its lifetime it is deleted in one ordinary commit of its catalog (so it leaves the
 index like any dropped entity, and a garbage-collection sweep later removes the
 object). A node-id lease whose holder has not renewed it for long is removed by
 compare-and-swap on its token, so a node taking the id at the same moment wins
-and nothing it holds is ever removed.
+and nothing it holds is ever removed. A dropped table or view (``metastore.dropped``)
+past the catalog's ``drop.retention-ms`` is collected the same way as an idempotency
+record: its record is deleted in one commit, which also frees its location; the caller
+then purges its files, and a later sweep removes its objects.
 """
 
 from __future__ import annotations
 
+from metastore import dropped
 from metastore.changes import DeleteEntity
 from metastore.codec import Codec
 from metastore.commits import CommitRequest
-from metastore.errors import ValidationFailed
+from metastore.errors import CommitConflict, ValidationFailed
 from metastore.ids import MAX_NODE_ID
-from metastore.keys import EntityKey, Kind
+from metastore.keys import CATALOG_RECORD, EntityKey, Kind
 from metastore.leases import lease_key
+from metastore.model import Entity
 from metastore.persistence.base import Persistence
+from metastore.requirements import AssertVersion
 from metastore.service import Metastore
 
 IDEMPOTENCY_PREFIX = "idempotency:"
 MAX_PER_COMMIT = 10_000  # records expired per call; call again for more
 MIN_LIFETIME_S = 1
+COLLECT_ATTEMPTS = 5  # collections of dropped records an undrop can make read again
 
 
 def expired_records(
@@ -61,6 +69,47 @@ async def expire_idempotency(
     )
     await metastore.commit(tenant, catalog, request)
     return len(keys)
+
+
+def expired_drops(
+    metastore: Metastore, tenant: str, catalog: str, now_us: int
+) -> list[dropped.Dropped]:
+    """The catalog's dropped tables and views kept longer than its retention (at HEAD)."""
+    head = metastore.head(tenant, catalog)
+    objects = metastore.objects(tenant, catalog)
+    index = objects.index(head)
+    assert index is not None
+    record = index.get(CATALOG_RECORD.encode())
+    properties = objects.entity(record[1]).properties if record is not None else {}
+    cutoff_us = now_us - dropped.retention_ms(properties) * 1000
+    found = [d for d in dropped.scan(index, objects.entity) if d.dropped_at_us <= cutoff_us]
+    return found[:MAX_PER_COMMIT]
+
+
+async def collect_dropped(
+    metastore: Metastore, tenant: str, catalog: str, now_us: int, principal: str
+) -> list[Entity]:
+    """Delete the dropped tables and views past the catalog's retention in one commit;
+    the last versions of those collected (whose files the caller purges)."""
+    for attempt in range(COLLECT_ATTEMPTS):
+        found = await metastore.read(expired_drops, metastore, tenant, catalog, now_us)
+        if not found:
+            return []
+        request = CommitRequest(
+            # each exactly as read: one undropped (and dropped again) meanwhile stays
+            requirements=tuple(AssertVersion(d.record, d.entity.version) for d in found),
+            changes=tuple(DeleteEntity(d.record) for d in found),
+            principal=principal,
+            operation="collect dropped",
+        )
+        try:
+            await metastore.commit(tenant, catalog, request)
+        except CommitConflict:
+            if attempt + 1 == COLLECT_ATTEMPTS:
+                raise
+            continue  # an undrop won: read again
+        return [d.entity for d in found]
+    return []
 
 
 def remove_node_leases(

@@ -22,6 +22,8 @@ from metastore.clock import Clock, SystemClock
 from metastore.codec import Codec
 from metastore.commits import CommitOutcome, CommitRequest, Record, RefAction, not_found
 from metastore.consistency import WRITTEN, ConsistencyToken
+from metastore.dropped import Dropped
+from metastore.dropped import scan as scan_dropped
 from metastore.errors import (
     CommitConflict,
     InvalidPageToken,
@@ -197,6 +199,27 @@ class Metastore:
             items.append(objects.entity(value[1]))
             last = key
         return Page(items, None)
+
+    def list_dropped(
+        self,
+        tenant: str,
+        catalog: str,
+        namespace: tuple[str, ...],
+        kind: Kind,
+        shows: Callable[[str], bool] | None = None,
+    ) -> list[Dropped]:
+        """The dropped (kept) entities of ``kind`` that lived directly in ``namespace``, at
+        HEAD, dropped last first; given ``shows``, those whose name it keeps."""
+        commit = self.head(tenant, catalog)
+        objects = self.objects(tenant, catalog)
+        found = [
+            d
+            for d in scan_dropped(self._view(tenant, catalog, commit), objects.entity)
+            if d.key.kind is kind
+            and d.key.namespace == namespace
+            and (shows is None or shows(d.key.name))
+        ]
+        return sorted(found, key=lambda d: (-d.dropped_at_us, d.entity.entity_id))
 
     def list_commits(
         self, tenant: str, catalog: str, page_token: str | None, page_size: int | None

@@ -32,6 +32,7 @@ from aiohttp import web
 from metastore.api import native_admin as admin
 from metastore.api import native_checkpoints as checkpoints
 from metastore.api import native_entities as entities
+from metastore.api import native_events as events
 from metastore.api import native_gc as gc
 from metastore.api import native_grants as grants
 from metastore.api import native_principals as principals
@@ -58,6 +59,7 @@ from metastore.api.guards import (
 from metastore.errors import Forbidden
 from metastore.iceberg import catalog_routes, table_routes, view_routes
 from metastore.iceberg.context import PREFIX, catalog_of, flag, identifier, warehouse_of
+from metastore.iceberg.unprefixed import unprefixed
 from metastore.keys import EntityKey, Kind
 from metastore.names import check_namespace, check_system_name
 from metastore.security.authorizer import Checker
@@ -330,6 +332,10 @@ _TABLE: dict[tuple[str, str], Rule] = {
     ("GET", "/metrics"): Metrics(),
     ("POST", "/v1/oauth/tokens"): OPEN,
     ("GET", "/api/v1/whoami"): ANYONE,
+    # the web console's static pages (it reads data through the APIs, as its user)
+    ("GET", "/"): OPEN,
+    ("GET", "/console/{asset}"): OPEN,
+    ("GET", "/api/v1/admin/cluster"): ServiceAdmin(),
     ("POST", principals.TOKEN_KEYS + "/rotate"): ServiceAdmin(),
     # checkpoints of the node's database for the data pipeline
     ("POST", checkpoints.CHECKPOINTS): ServiceAdmin(),
@@ -387,6 +393,9 @@ _TABLE: dict[tuple[str, str], Rule] = {
     ("POST", CATALOG + "/ref/reset"): Requires(P.CATALOG_RESET_REF, _catalog),
     ("GET", CATALOG + "/commits"): Requires(P.CATALOG_READ_HISTORY, _catalog),
     ("GET", CATALOG + "/commits/{commit_id}"): Requires(P.CATALOG_READ_HISTORY, _catalog),
+    ("GET", CATALOG + "/commits/{commit_id}/diff"): Requires(P.CATALOG_READ_HISTORY, _catalog),
+    # the change feed: a caller that sees something in the catalog; events filtered per entity
+    ("GET", events.EVENTS): Browse(Level.NAMESPACE, _catalog),
     # catalog roles
     ("GET", grants.CATALOG_ROLES): Requires(P.CATALOG_MANAGE_ACCESS, _catalog),
     ("POST", grants.CATALOG_ROLES): Requires(P.CATALOG_MANAGE_ACCESS, _catalog),
@@ -406,6 +415,8 @@ _TABLE: dict[tuple[str, str], Rule] = {
     ("GET", entities.ENTITY): ByKind(P.TABLE_READ_PROPERTIES, P.VIEW_READ, _entity),
     ("POST", entities.ENTITY): ByKind(P.TABLE_WRITE_PROPERTIES, P.VIEW_WRITE, _entity),
     ("DELETE", entities.ENTITY): ByKind(P.TABLE_DROP, P.VIEW_DROP, _entity),
+    # an undrop creates the name again in its namespace
+    ("POST", entities.UNDROP): ByKind(P.TABLE_CREATE, P.VIEW_CREATE, _namespace),
     ("POST", CATALOG + "/rename"): FromBody("rename", _rename),
     ("POST", CATALOG + "/commit"): FromBody("commit", _commit),
     # Iceberg REST
@@ -443,6 +454,18 @@ def canonical(template: str) -> str:
     return re.sub(r"\{(\w+):[^}]*\}", r"{\1}", template)
 
 
-RULES: Mapping[tuple[str, str], Rule] = {
-    (method, canonical(template)): rule for (method, template), rule in _TABLE.items()
-}
+def _with_unprefixed(rules: Mapping[tuple[str, str], Rule]) -> dict[tuple[str, str], Rule]:
+    """Every Iceberg route's twin without a prefix (``metastore.iceberg.unprefixed``)
+    has its route's rule: the securables come from ``catalog_of``, which names the
+    caller's default catalog there."""
+    twins = {}
+    for (method, template), rule in rules.items():
+        twin = unprefixed(template)
+        if twin is not None:
+            twins[(method, twin)] = rule
+    return {**rules, **twins}
+
+
+RULES: Mapping[tuple[str, str], Rule] = _with_unprefixed(
+    {(method, canonical(template)): rule for (method, template), rule in _TABLE.items()}
+)

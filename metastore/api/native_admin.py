@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from aiohttp import web
 
+from metastore import dropped
 from metastore.api import params
 from metastore.api.authz import visible
 from metastore.api.idempotency import Idempotency, first_entity, refuse_key
@@ -74,6 +75,8 @@ async def _update_record(request: web.Request, tenant: str, catalog: str) -> Ent
         raise BadRequest("tenants and catalogs have no location; use properties")
     if catalog == SYSTEM_CATALOG:  # a tenant's quota is a service admin's to set
         guard_quota(request, body.get("updates", {}), body.get("removals", []))
+    else:
+        dropped.check_properties(body.get("updates", {}))
     metastore = request.app[METASTORE]
     entity = await Idempotency.of(request, metastore, tenant, catalog).run(
         lambda record: metastore.update_record(
@@ -137,6 +140,7 @@ async def create_catalog(request: web.Request) -> web.Response:
     tenant = params.tenant(request)
     body = await read_json(request, "create_catalog")
     name = check_system_name("catalog", body["name"])
+    dropped.check_properties(body.get("properties", {}))
     metastore, storages = request.app[METASTORE], request.app[STORAGE]
     await metastore.read(metastore.check_tenant, tenant)
     given = "storage" in body

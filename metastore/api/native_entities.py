@@ -12,12 +12,21 @@ from metastore.api.authz import visible
 from metastore.api.idempotency import Idempotency
 from metastore.api.native_admin import CATALOG
 from metastore.api.principal import principal_of
-from metastore.api.render import entity_json, outcome_json
+from metastore.api.render import dropped_json, entity_json, outcome_json
 from metastore.api.typedefs import CONFIG, METASTORE, STORAGE
-from metastore.api.validation import read_json
-from metastore.changes import Change, CreateEntity, DeleteEntity, RenameEntity, UpdateEntity
+from metastore.api.validation import body_of, read_json
+from metastore.changes import (
+    Change,
+    CreateEntity,
+    DeleteEntity,
+    DropEntity,
+    RenameEntity,
+    UndropEntity,
+    UpdateEntity,
+)
 from metastore.commits import CommitOutcome
 from metastore.errors import BadRequest
+from metastore.iceberg.context import flag
 from metastore.keys import EntityKey, Kind
 from metastore.locations import check_inside
 from metastore.names import check_name, check_namespace
@@ -35,6 +44,7 @@ NAMESPACES = CATALOG + "/namespaces"
 NAMESPACE = NAMESPACES + "/{namespace}"
 COLLECTION = NAMESPACE + "/{kind:tables|views}"
 ENTITY = COLLECTION + "/{name}"
+UNDROP = ENTITY + "/undrop"
 
 
 def _version_requirement(key: EntityKey, body: dict[str, Any]) -> tuple[Requirement, ...]:
@@ -181,12 +191,24 @@ async def list_entities(request: web.Request) -> web.Response:
         params.at(request),
         shows=shown.shows,
     )
-    return web.json_response(
-        {
-            request.match_info["kind"]: [entity_json(e) for e in result.items],
-            "next-page-token": result.next_token,
-        }
-    )
+    body: dict[str, Any] = {
+        request.match_info["kind"]: [entity_json(e) for e in result.items],
+        "next-page-token": result.next_token,
+    }
+    if flag(request, "include-dropped"):
+        if params.at(request) is not None:
+            raise BadRequest("include-dropped lists what is kept now: it takes no 'at'")
+        if token is None:  # with the first page: every kept one, dropped last first
+            kept = await metastore.read(
+                metastore.list_dropped,
+                tenant,
+                catalog,
+                params.namespace(request),
+                kind,
+                shown.shows,
+            )
+            body["dropped"] = [dropped_json(d) for d in kept]
+    return web.json_response(body)
 
 
 @routes.post(COLLECTION)
@@ -219,8 +241,25 @@ async def update_entity(request: web.Request) -> web.Response:
 
 @routes.delete(ENTITY)
 async def delete_entity(request: web.Request) -> web.Response:
+    """Drop a table or view, kept restorable until garbage collection (``metastore.dropped``)."""
     key = params.entity_key(request)
-    return await _commit_one(request, DeleteEntity(key), (), f"drop {key.kind.label}")
+    change = DropEntity(key, principal_of(request))
+    return await _commit_one(request, change, (), f"drop {key.kind.label}")
+
+
+@routes.post(UNDROP)
+async def undrop_entity(request: web.Request) -> web.Response:
+    """Restore a dropped table or view under its name: the one dropped last, or the one
+    whose ``entity-id`` the body names (404 if none is kept, 409 if the name is taken)."""
+    key = params.entity_key(request)
+    body = await read_json(request, "undrop") if body_of(request) else {}
+    entity_id = int(body["entity-id"]) if "entity-id" in body else None
+    outcome = await _commit(
+        request, (), (UndropEntity(key, entity_id),), f"undrop {key.kind.label}"
+    )
+    entity = outcome.entities.get(key)
+    assert entity is not None
+    return web.json_response(entity_json(entity))
 
 
 @routes.post(CATALOG + "/rename")

@@ -5,7 +5,8 @@ deletes a batch of a mark's candidates in one "gc" commit of the catalog, sparin
 any that a commit newer than the mark references again (``metastore.sweep``); in
 cluster mode it is a write like any other, forwarded to the partition's owner,
 whose transaction carries the tombstones. ``POST .../gc/expire`` deletes the
-catalog's idempotency records past their lifetime, ``POST /api/v1/admin/gc/leases``
+catalog's idempotency records past their lifetime and collects its dropped tables and
+views past the catalog's retention (purging their files), ``POST /api/v1/admin/gc/leases``
 the node-id leases expired long ago (``metastore.expiry``).
 """
 
@@ -18,9 +19,9 @@ from aiohttp import web
 
 from metastore.api import params
 from metastore.api.principal import principal_of
-from metastore.api.typedefs import METASTORE
+from metastore.api.typedefs import ICEBERG, METASTORE
 from metastore.api.validation import body_of, read_json
-from metastore.expiry import expire_idempotency, remove_node_leases
+from metastore.expiry import collect_dropped, expire_idempotency, remove_node_leases
 from metastore.keys import ObjKey
 from metastore.service import Metastore
 from metastore.tasks import JOBS, STATUSES
@@ -71,15 +72,20 @@ async def expire(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
     body = await _optional_body(request, "gc_expire")
     metastore = request.app[METASTORE]
+    now_us, principal = metastore.clock.now_us(), principal_of(request)
     expired = await expire_idempotency(
         metastore,
         tenant,
         catalog,
         body.get("lifetime-seconds", DEFAULT_IDEMPOTENCY_LIFETIME_S),
-        metastore.clock.now_us(),
-        principal_of(request),
+        now_us,
+        principal,
     )
-    return web.json_response({"expired": expired})
+    collected = await collect_dropped(metastore, tenant, catalog, now_us, principal)
+    tables = request.app[ICEBERG].tables
+    for entity in collected:  # committed: their files are garbage now
+        await asyncio.to_thread(tables.purge_collected, tenant, catalog, entity)
+    return web.json_response({"expired": expired, "collected": len(collected)})
 
 
 @routes.post(LEASES)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from metastore.changes import DROPPED_BY
 from metastore.commits import CommitOutcome
+from metastore.dropped import Dropped
 from metastore.keys import EntityKey, Kind
 from metastore.model import Commit, Entity
 from metastore.persistence.base import Ref
@@ -32,6 +34,17 @@ def entity_json(entity: Entity) -> dict[str, Any]:
         body["name"] = entity.path[-1]
         body["location"] = entity.location
     return body
+
+
+def dropped_json(dropped: Dropped) -> dict[str, Any]:
+    """A kept (dropped) table or view: its last version, when and by whom it was dropped."""
+    body = entity_json(dropped.entity)
+    body["properties"] = {k: v for k, v in body["properties"].items() if k != DROPPED_BY}
+    return {
+        **body,
+        "dropped-at-ms": dropped.dropped_at_us // 1000,
+        "dropped-by": dropped.dropped_by,
+    }
 
 
 def named_json(name: str, entity: Entity) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from pyiceberg.table.metadata import (
     TableMetadata,
     TableMetadataUtil,
     TableMetadataV1,
+    TableMetadataV3,
     new_table_metadata,
 )
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
@@ -41,7 +42,7 @@ from pyiceberg.table.update import (
     TableUpdate,
 )
 
-from metastore.changes import Change, CreateEntity, DeleteEntity, UpdateEntity
+from metastore.changes import Change, CreateEntity, DeleteEntity, DropEntity, UpdateEntity
 from metastore.codec import Codec
 from metastore.commits import CommitOutcome, CommitRequest, NewObject
 from metastore.errors import (
@@ -54,6 +55,8 @@ from metastore.errors import (
 )
 from metastore.iceberg import pieces
 from metastore.iceberg.files import TableFiles, Warehouse
+from metastore.iceberg.lineage import INITIAL_ROW_ID, check_format_version
+from metastore.iceberg.metadata_json import metadata_text
 from metastore.iceberg.purge import Purge, PurgeCounters, PurgeReport
 from metastore.iceberg.table_paths import added_paths, check_paths, check_properties
 from metastore.iceberg.updates import ModelCache, ModelKey, apply_updates
@@ -70,6 +73,10 @@ from metastore.store import MissingObject
 log = logging.getLogger(__name__)
 
 TEXT = "metadata-text"  # a result's metadata as JSON text (the file's bytes), for responses
+# Set on every new table unless its create names them (as Iceberg's own catalogs do).
+NEW_TABLE_PROPERTIES = {"write.parquet.compression-codec": "zstd"}
+FORMAT_VERSION = "format-version"  # a create's property choosing the table's format version
+DEFAULT_FORMAT_VERSION = "2"
 # A request whose entity another commit moved (a lost AssertVersion) is redone on the
 # fresh state at once: that state is already there to read, so there is nothing to wait
 # for. 20 attempts in all, then the conflict reaches the client as 409.
@@ -219,20 +226,38 @@ class Tables:
         location: str | None,
         properties: dict[str, str],
     ) -> TableMetadata:
-        """The metadata of a new table (blocking: touches the filesystem for symlinks)."""
+        """The metadata of a new table (blocking: touches the filesystem for symlinks).
+
+        New tables write Parquet with zstd unless the request names a codec, as
+        tables created through Iceberg's own catalogs do (clients and their tests
+        expect it); a version 3 table starts handing out row ids at 0.
+        """
         if location:
             location = self.warehouse.check_location(location, tenant, catalog, "table location")
         else:
             location = self.default_location(tenant, catalog, key)
         check_properties(properties, location)
+        properties = {**NEW_TABLE_PROPERTIES, **properties}
         with iceberg_errors():
-            return new_table_metadata(
+            check_format_version(properties.get(FORMAT_VERSION, DEFAULT_FORMAT_VERSION))
+            metadata = new_table_metadata(
                 schema=schema,
                 partition_spec=spec or UNPARTITIONED_PARTITION_SPEC,
                 sort_order=order or UNSORTED_SORT_ORDER,
                 location=location,
-                properties=dict(properties),
+                properties=properties,
             )
+        if isinstance(metadata, TableMetadataV3) and metadata.next_row_id is None:
+            metadata = metadata.model_copy(update={"next_row_id": INITIAL_ROW_ID})
+        return metadata
+
+    def prepare_staged(self, tenant: str, catalog: str, metadata: TableMetadata) -> None:
+        """A staged create's folders (``Warehouse.prepare_folders``; blocking), unless
+        another table or view holds its location: the commit will refuse the table,
+        and nothing is made inside another one's location."""
+        location = normalize(metadata.location, "table location")
+        if self.records(tenant, catalog).overlapping(location) is None:
+            self.warehouse.prepare_folders(tenant, catalog, metadata)
 
     def read_registered(
         self, tenant: str, catalog: str, metadata_location: object
@@ -310,11 +335,12 @@ class Tables:
     ) -> _Prepared:
         self._metastore.get_entity(tenant, catalog, EntityKey.namespace_key(key.namespace))
         prepared = _Prepared(self.warehouse.files(tenant, catalog))
+        text = metadata_text(metadata)  # before any file: a refused metadata writes nothing
         if write_file:
-            prepared.io.write_table_metadata(metadata, metadata_location)
+            prepared.io.write_text(text, metadata_location)
             prepared.files.append(metadata_location)
         try:
-            self._stage(tenant, catalog, key, replace, metadata, metadata_location, prepared)
+            self._stage(tenant, catalog, key, replace, metadata, metadata_location, prepared, text)
         except BaseException:  # nothing refers to the file yet
             prepared.discard()
             raise
@@ -408,7 +434,7 @@ class Tables:
         check_properties(new.properties, location)
         check_paths(added_paths(new, base, previous), location)
         location = self.warehouse.new_metadata_location(new, previous)
-        text = new.model_dump_json()  # the spec's JSON, as pyiceberg writes metadata files
+        text = metadata_text(new)  # the spec's JSON, as the metadata file has it
         files.write_text(text, location)
         prepared.files.append(location)
         self._stage(tenant, catalog, change.key, current, new, location, prepared, text)
@@ -424,7 +450,7 @@ class Tables:
         prepared: _Prepared,
         text: str | None = None,
     ) -> None:
-        text = text if text is not None else new.model_dump_json()
+        text = text if text is not None else metadata_text(new)
         metadata = json.loads(text)
         split = pieces.split(
             self._codec,
@@ -479,10 +505,13 @@ class Tables:
         principal: str,
         extra: Sequence[Change] = (),
     ) -> CommitOutcome:
+        """Drop a table: with ``purge`` delete it and its files at once, else keep it,
+        restorable, until garbage collection collects it (``metastore.dropped``)."""
         entity, state = await asyncio.to_thread(self._dropped, tenant, catalog, key, purge)
+        drop = DeleteEntity(key) if purge else DropEntity(key, principal)
         request = CommitRequest(
             (AssertEntityId(key, entity.entity_id), AssertVersion(key, entity.version)),
-            (DeleteEntity(key), *extra),
+            (drop, *extra),
             principal,
             "drop table" + (" (purge)" if purge else ""),
         )
@@ -497,6 +526,20 @@ class Tables:
         """The table to drop, and with ``purge`` its metadata (read before it is gone)."""
         entity = self._metastore.get_entity(tenant, catalog, key)
         return entity, self.state_of(tenant, catalog, entity) if purge else None
+
+    def purge_collected(self, tenant: str, catalog: str, entity: Entity) -> None:
+        """Delete the files of a dropped table that garbage collection has collected
+        (``metastore.expiry``; blocking, after the collecting commit, as a purge runs
+        after its drop). Its metadata pieces are still stored: a later sweep takes them."""
+        if entity.kind is not Kind.TABLE or pieces.CORE not in entity.attachments:
+            return  # a view, or a table of the native API: no files of its own
+        try:
+            state = self.state_of(tenant, catalog, entity)
+        except MetastoreError as exc:
+            log.warning("purge of collected %s failed: %s", entity.key.display(), exc.message)
+            self.purges.add(PurgeReport(failed=1))
+            return
+        self._purge(tenant, catalog, state)
 
     def _purge(self, tenant: str, catalog: str, state: TableState) -> None:
         """Delete the dropped table's own files (``purge.py``). The drop has committed:

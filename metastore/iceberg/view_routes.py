@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from metastore.api import params
-from metastore.changes import DeleteEntity
+from metastore.changes import DropEntity
 from metastore.iceberg.context import PREFIX, Call, body_as, idempotent, json_response, named
 from metastore.iceberg.table_routes import entity_exists, list_identifiers, rename
 from metastore.iceberg.views import CommitViewRequest, CreateViewRequest, Record
@@ -70,7 +70,8 @@ async def replace_view(request: web.Request) -> web.Response:
 async def drop_view(request: web.Request) -> web.Response:
     call = await Call.of(request)
     key = named(request, Kind.VIEW, "view")
-    changes = (DeleteEntity(key), *call.idempotency.record(204))
+    # kept, restorable, until garbage collection (``metastore.dropped``)
+    changes = (DropEntity(key, call.principal), *call.idempotency.record(204))
     await call.metastore.change(call.tenant, call.catalog, changes, call.principal, "drop view")
     return web.Response(status=204)
 

@@ -252,5 +252,6 @@ def _render(summary: dict[str, Any], gc: GcOptions) -> str:
         )
     return line + (
         f"; deleted {summary['deleted']:,} objects ({summary['spared']:,} spared), "
-        f"{summary['files_deleted']} files, {summary['expired']} idempotency records"
+        f"{summary['files_deleted']} files, {summary['expired']} idempotency records, "
+        f"{summary['collected']} dropped tables and views collected"
     )

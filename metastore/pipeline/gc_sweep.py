@@ -6,7 +6,8 @@ endpoint with the catalog's ``mark_head``; the node makes each batch a commit on
 the catalog's ref that spares every candidate a commit since ``mark_head``
 references again (the deletions and the HEAD compare-and-swap are one write). It
 also asks the node to expire the catalog's idempotency records past their
-lifetime. Metadata files are deleted by the job itself (the warehouse is not the
+lifetime and to collect its dropped tables and views past their retention (the node
+purges their files). Metadata files are deleted by the job itself (the warehouse is not the
 node's store), each after checking containment again (``gc_files``).
 """
 
@@ -33,6 +34,7 @@ class SweepCounts:
     deleted: int = 0
     spared: int = 0
     expired: int = 0  # idempotency records
+    collected: int = 0  # dropped tables and views past their catalog's retention
     files_deleted: int = 0
     would_delete: int = 0  # dry run
 
@@ -40,6 +42,7 @@ class SweepCounts:
         self.deleted += other.deleted
         self.spared += other.spared
         self.expired += other.expired
+        self.collected += other.collected
         self.files_deleted += other.files_deleted
         self.would_delete += other.would_delete
 
@@ -48,6 +51,7 @@ class SweepCounts:
             "deleted": self.deleted,
             "spared": self.spared,
             "expired": self.expired,
+            "collected": self.collected,
             "files_deleted": self.files_deleted,
             "would_delete": self.would_delete,
         }
@@ -104,6 +108,7 @@ class Sweeper:
         if not self.dry_run:
             found = self.node.call("POST", f"{base}/gc/expire") or {}
             counts.expired += int(found.get("expired", 0))
+            counts.collected += int(found.get("collected", 0))
         self.total.add(counts)
         return counts
 

@@ -1,0 +1,194 @@
+"""Soft drop and undrop through real PyIceberg, on an embedded node and on a cluster.
+
+A drop without purge keeps the table or view (no longer loadable or listed), lists it
+with ``?include-dropped=true`` on the native API, and restores it with ``.../undrop``
+with its metadata and data; a reused name is a 409, a purge or a restore leaves nothing
+to undrop (404), and the catalog's ``drop.retention-ms`` decides when the node's
+expiry (the garbage collection job's last step) collects it and purges its files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+import requests
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import NoSuchTableError, NoSuchViewError
+
+from .conftest import TENANT, Server
+from .support import SCHEMA, assert_error, rows
+from .test_views import _version
+
+
+class Native:
+    """The native API of one catalog."""
+
+    def __init__(self, url: str, catalog: str) -> None:
+        self.base = f"{url}/api/v1/tenants/{TENANT}/catalogs/{catalog}"
+
+    def call(self, method: str, path: str, body: Any = None) -> requests.Response:
+        return requests.request(method, self.base + path, json=body, timeout=60)
+
+    def ok(self, method: str, path: str, body: Any = None, status: int = 200) -> Any:
+        reply = self.call(method, path, body)
+        assert reply.status_code == status, reply.text
+        return reply.json() if reply.content else None
+
+    def dropped(self, kind: str = "tables", namespace: str = "db") -> list[dict[str, Any]]:
+        listed = self.ok("GET", f"/namespaces/{namespace}/{kind}?include-dropped=true")
+        found: list[dict[str, Any]] = listed["dropped"]
+        return found
+
+    def undrop(self, name: str, kind: str = "tables", body: Any = None) -> requests.Response:
+        return self.call("POST", f"/namespaces/db/{kind}/{name}/undrop", body)
+
+    def retention(self, ms: int) -> None:
+        self.ok("POST", "/properties", {"updates": {"drop.retention-ms": str(ms)}})
+
+    def expire(self) -> dict[str, Any]:
+        found: dict[str, Any] = self.ok("POST", "/gc/expire", {})
+        return found
+
+
+def _files(location: str) -> set[Path]:
+    return {p for p in Path(urlparse(location).path).rglob("*") if p.is_file()}
+
+
+def test_a_dropped_table_is_listed_and_undropped_with_its_data(
+    iceberg_server: Server, catalog_name: str, catalog: RestCatalog
+) -> None:
+    native = Native(iceberg_server.url, catalog_name)
+    catalog.create_namespace(("db",))
+    table = catalog.create_table(("db", "orders"), SCHEMA)
+    table.append(rows([1, 2, 3]))
+    before = catalog.load_table(("db", "orders"))
+    files = _files(before.metadata.location)
+
+    catalog.drop_table(("db", "orders"))  # no purge: kept
+    with pytest.raises(NoSuchTableError):
+        catalog.load_table(("db", "orders"))
+    assert catalog.list_tables(("db",)) == []
+    assert native.ok("GET", "/namespaces/db/tables")["tables"] == []
+    assert "dropped" not in native.ok("GET", "/namespaces/db/tables")
+    (kept,) = native.dropped()
+    assert kept["name"] == "orders" and kept["namespace"] == ["db"]
+    assert kept["dropped-by"] == "anonymous" and kept["dropped-at-ms"] > 0
+    assert "metastore.dropped-by" not in kept["properties"]
+    assert _files(before.metadata.location) == files  # nothing deleted
+
+    restored = native.undrop("orders")
+    assert restored.status_code == 200, restored.text
+    assert restored.json()["entity-id"] == kept["entity-id"]
+    assert native.dropped() == []
+    loaded = catalog.load_table(("db", "orders"))
+    assert loaded.metadata_location == before.metadata_location
+    assert loaded.metadata.table_uuid == before.metadata.table_uuid
+    assert loaded.current_snapshot() == before.current_snapshot()
+    assert loaded.properties == before.properties
+    assert sorted(loaded.scan().to_arrow()["id"].to_pylist()) == [1, 2, 3]
+    loaded.append(rows([4]))  # live again: commits go on
+    assert catalog.load_table(("db", "orders")).scan().to_arrow().num_rows == 4
+
+    assert_error(native.undrop("orders"), 404, "NoSuchTableException")  # restored already
+
+
+def test_a_reused_name_is_a_conflict_and_each_dropped_instance_stays_addressable(
+    iceberg_server: Server, catalog_name: str, catalog: RestCatalog
+) -> None:
+    native = Native(iceberg_server.url, catalog_name)
+    catalog.create_namespace(("db",))
+    catalog.create_table(("db", "t"), SCHEMA).append(rows([1]))
+    first = catalog.load_table(("db", "t")).metadata.location
+    catalog.drop_table(("db", "t"))
+    second = catalog.create_table(("db", "t"), SCHEMA)  # the name is free at once
+    second.append(rows([10, 20]))
+    assert second.metadata.location != first  # the dropped one still holds its location
+    assert_error(native.undrop("t"), 409, "AlreadyExistsException")
+    (old,) = native.dropped()
+    assert_error(native.undrop("t", body={"entity-id": old["entity-id"]}), 409)
+
+    catalog.drop_table(("db", "t"))
+    newest, oldest = native.dropped()  # dropped last first
+    assert oldest["entity-id"] == old["entity-id"] and newest["location"] == second.location()
+    picked = native.undrop("t", body={"entity-id": old["entity-id"]})
+    assert picked.status_code == 200, picked.text
+    assert catalog.load_table(("db", "t")).scan().to_arrow()["id"].to_pylist() == [1]
+    assert [d["entity-id"] for d in native.dropped()] == [newest["entity-id"]]
+    assert_error(native.undrop("t", body={"entity-id": "12345"}), 404)
+    assert_error(native.undrop("t", body={"entity-id": 12345}), 400)  # ids are strings
+
+
+def test_a_purged_table_cannot_be_undropped(
+    iceberg_server: Server, catalog_name: str, catalog: RestCatalog
+) -> None:
+    native = Native(iceberg_server.url, catalog_name)
+    catalog.create_namespace(("db",))
+    table = catalog.create_table(("db", "gone"), SCHEMA)
+    table.append(rows([1]))
+    location = table.metadata.location
+    catalog.purge_table(("db", "gone"))
+    assert native.dropped() == []
+    assert_error(native.undrop("gone"), 404, "NoSuchTableException")
+    assert not any(p.suffix == ".parquet" for p in _files(location))  # purge stays immediate
+
+
+def test_views_and_native_entities_are_kept_and_undropped(
+    iceberg_server: Server, catalog_name: str, catalog: RestCatalog
+) -> None:
+    native = Native(iceberg_server.url, catalog_name)
+    catalog.create_namespace(("db",))
+    catalog.create_view(("db", "v"), SCHEMA, _version("SELECT 1"))
+    catalog.drop_view(("db", "v"))
+    with pytest.raises(NoSuchViewError):
+        catalog.load_view(("db", "v"))
+    assert [v["name"] for v in native.dropped("views")] == ["v"]
+    assert native.undrop("v", "views").status_code == 200
+    assert catalog.load_view(("db", "v")).metadata.versions[0].representations[0].root.sql == (
+        "SELECT 1"
+    )
+
+    native.ok("POST", "/namespaces/db/tables", {"name": "n", "properties": {"a": "1"}}, 201)
+    assert native.call("DELETE", "/namespaces/db/tables/n").status_code == 204
+    assert_error(native.call("GET", "/namespaces/db/tables/n"), 404, "NoSuchTableException")
+    (kept,) = native.dropped()
+    assert kept["properties"] == {"a": "1"}
+    assert_error(native.undrop("n", "views"), 404, "NoSuchViewException")  # a table's name
+    restored = native.undrop("n").json()
+    assert restored["properties"] == {"a": "1"} and restored["version"] == kept["version"] + 1
+    assert native.ok("GET", "/namespaces/db/tables/n")["properties"] == {"a": "1"}
+    commits = native.ok("GET", "/commits?pageSize=2")["commits"]
+    assert [c["operation"] for c in commits] == ["undrop table", "drop table"]
+    assert_error(native.call("GET", "/namespaces/db/tables?include-dropped=maybe"), 400)
+
+
+def test_the_expiry_keeps_a_dropped_table_within_its_retention_and_collects_it_after(
+    iceberg_server: Server, catalog_name: str, catalog: RestCatalog
+) -> None:
+    native = Native(iceberg_server.url, catalog_name)
+    assert_error(
+        native.call("POST", "/properties", {"updates": {"drop.retention-ms": "a week"}}), 400
+    )
+    catalog.create_namespace(("db",))
+    table = catalog.create_table(("db", "t"), SCHEMA)
+    table.append(rows([1, 2]))
+    location = table.metadata.location
+    files = _files(location)
+    catalog.drop_table(("db", "t"))
+
+    assert native.expire()["collected"] == 0  # within the default 7 days
+    assert _files(location) == files
+    native.retention(3_600_000)
+    assert native.expire()["collected"] == 0
+    assert _files(location) == files and len(native.dropped()) == 1
+
+    native.retention(0)  # everything dropped is past it now
+    assert native.expire()["collected"] == 1
+    assert native.dropped() == []
+    assert_error(native.undrop("t"), 404)
+    assert not any(p.suffix in (".parquet", ".avro") for p in _files(location)), _files(location)
+    assert native.expire()["collected"] == 0
+    again = catalog.create_table(("db", "t2"), SCHEMA, location=location)  # location freed
+    assert again.metadata.location == location
