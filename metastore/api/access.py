@@ -33,6 +33,7 @@ from metastore.api import native_admin as admin
 from metastore.api import native_checkpoints as checkpoints
 from metastore.api import native_entities as entities
 from metastore.api import native_events as events
+from metastore.api import native_events as events
 from metastore.api import native_gc as gc
 from metastore.api import native_grants as grants
 from metastore.api import native_principals as principals
@@ -393,6 +394,8 @@ _TABLE: dict[tuple[str, str], Rule] = {
     ("POST", CATALOG + "/ref/reset"): Requires(P.CATALOG_RESET_REF, _catalog),
     ("GET", CATALOG + "/commits"): Requires(P.CATALOG_READ_HISTORY, _catalog),
     ("GET", CATALOG + "/commits/{commit_id}"): Requires(P.CATALOG_READ_HISTORY, _catalog),
+    # the change feed: a caller that sees something in the catalog; events filtered per entity
+    ("GET", events.EVENTS): Browse(Level.NAMESPACE, _catalog),
     ("GET", CATALOG + "/commits/{commit_id}/diff"): Requires(P.CATALOG_READ_HISTORY, _catalog),
     # the change feed: a caller that sees something in the catalog; events filtered per entity
     ("GET", events.EVENTS): Browse(Level.NAMESPACE, _catalog),

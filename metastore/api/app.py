@@ -17,6 +17,7 @@ from aiohttp.typedefs import Middleware
 from metastore.api import contexts
 from metastore.api.identity import identity_ctx
 from metastore.api.middlewares import authenticate, authorize, errors, read_body, tenancy
+from metastore.api.native_events import setup_feed
 from metastore.api.peers import authenticate_peers, peers_from_config
 from metastore.api.routes import setup_routes
 from metastore.api.routing import route_writes
@@ -31,6 +32,7 @@ def create_app(config: ServerConfig) -> web.Application:
     app[CONFIG] = config
     app[PENDING] = set()
     setup_tenancy(app)
+    setup_feed(app)
     if config.cluster_mode:
         app[PEERS] = peers_from_config(config)
     app.cleanup_ctx.extend(cleanup_contexts(config))

@@ -10,6 +10,7 @@ from metastore.api import (
     native_admin,
     native_checkpoints,
     native_entities,
+    native_events,
     native_gc,
     native_grants,
     native_principals,
@@ -24,6 +25,7 @@ def setup_routes(app: web.Application, config: ServerConfig) -> None:
     app.add_routes(native_admin.routes)
     app.add_routes(native_checkpoints.routes)
     app.add_routes(native_entities.routes)
+    app.add_routes(native_events.routes)
     app.add_routes(native_principals.routes)
     app.add_routes(native_grants.routes)
     app.add_routes(native_gc.routes)

@@ -6,6 +6,7 @@ from the ones set before it; handlers and middlewares only read them.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -43,6 +44,8 @@ Stats = Callable[[], dict[str, tuple[str, str, int]]]  # name -> (type, help, va
 STATS: web.AppKey[Stats] = web.AppKey("stats")
 # bootstrap steps still running in the background (cluster mode): not ready until empty
 PENDING: web.AppKey[set[str]] = web.AppKey("pending")
+# set on shutdown: every open change-feed stream ends (``metastore.api.native_events``)
+FEED_CLOSING = web.AppKey("feed_closing", asyncio.Event)
 
 # cluster mode only
 CLUSTER = web.AppKey("cluster", ClusterNode)

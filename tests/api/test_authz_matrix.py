@@ -552,6 +552,10 @@ ROWS: dict[tuple[str, str], Row] = {
     ("GET", "/api/v1/tenants/{tenant}/catalogs/{catalog}/commits/{commit_id}"): Row(
         get_commit, ok_for(200, "cadmin")
     ),
+    # the change feed: whoever sees something in the catalog (events filtered per entity)
+    ("GET", "/api/v1/tenants/{tenant}/catalogs/{catalog}/events"): Row(
+        fixed("GET", f"{CAT}/events"), ok_for(200, *READERS)
+    ),
     # catalog roles
     ("GET", "/api/v1/tenants/{tenant}/catalogs/{catalog}/catalog-roles"): Row(
         fixed("GET", CATALOG_ROLES), ok_for(200, "cadmin")
