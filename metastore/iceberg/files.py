@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -22,16 +23,17 @@ from urllib.parse import quote
 
 from pyiceberg.exceptions import ValidationError as IcebergValidationError
 from pyiceberg.io import FileIO, load_file_io
-from pyiceberg.serializers import FromInputFile, ToOutputFile
+from pyiceberg.serializers import FromInputFile
 from pyiceberg.table.metadata import TableMetadata
 
 from metastore.catalog_storage import CatalogStorage
 from metastore.errors import BadRequest, NotFound, StorageUnavailable
-from metastore.locations import check_inside, is_inside
+from metastore.locations import check_inside, is_inside, normalize
 
 log = logging.getLogger(__name__)
 
 METADATA_PATH = "write.metadata.path"
+DATA_PATH = "write.data.path"
 
 
 def _segment(name: str) -> str:
@@ -77,6 +79,28 @@ class Warehouse:
             return check_inside(location, roots, what, resolve=True)
         return location
 
+    def prepare_folders(self, tenant: str, catalog: str, metadata: TableMetadata) -> None:
+        """Create a new table's metadata and data folders when they are local (``file://``).
+
+        An engine that stages a create writes its data and manifests before the
+        commit, and one writing through the plain local file system (which, unlike
+        object stores, needs the parent folder) fails without them. Each folder is
+        checked, before and after it is made, to lie inside the catalog's allowed
+        locations (symlinks resolved); other storage has no folders to make.
+        Blocking: call it off the event loop.
+        """
+        roots = self.catalog_roots(tenant, catalog)
+        for what, folder in _table_folders(metadata):
+            if normalize(folder, what).scheme != "file":
+                continue
+            path = normalize(check_inside(folder, roots, what, resolve=True)).local_path()
+            try:
+                os.makedirs(path, exist_ok=True)
+            except OSError as exc:
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
+                raise StorageUnavailable(f"cannot create {folder}: {first}") from None
+            check_inside(folder, roots, what, resolve=True)
+
     def files(self, tenant: str, catalog: str) -> TableFiles:
         """The catalog's files, through its storage's FileIO properties and secrets."""
         storage = self.storage.of(tenant, catalog)
@@ -100,6 +124,18 @@ class Warehouse:
     def new_view_metadata_location(self, location: str, previous: str | None) -> str:
         version = metadata_version(previous) + 1 if previous else 0
         return f"{location.rstrip('/')}/metadata/{version:05d}-{uuid.uuid4()}.metadata.json"
+
+
+def _table_folders(metadata: TableMetadata) -> list[tuple[str, str]]:
+    """Where a table's metadata and data files go: ``write.metadata.path`` and
+    ``write.data.path`` (inside the table's location, ``table_paths``), or the
+    ``metadata`` and ``data`` folders of its location."""
+    location = metadata.location.rstrip("/")
+    properties = metadata.properties
+    return [
+        ("metadata folder", properties.get(METADATA_PATH) or f"{location}/metadata"),
+        ("data folder", properties.get(DATA_PATH) or f"{location}/data"),
+    ]
 
 
 METADATA_FILE = re.compile(r"(\d+)-([0-9a-fA-F-]+)(?:\.\w+)?\.metadata\.json")
@@ -131,19 +167,22 @@ class TableFiles:
     def io(self, location: str) -> FileIO:
         return load_file_io(dict(self._properties()), location)
 
-    def write_table_metadata(self, metadata: TableMetadata, location: str) -> None:
-        with _unavailable_on_error("write", location):
-            ToOutputFile.table_metadata(metadata, self.io(location).new_output(location))
-
     def write_json(self, value: object, location: str) -> None:
         self.write_text(json.dumps(value, separators=(",", ":")), location)
 
     def write_text(self, text: str, location: str) -> None:
-        with (
-            _unavailable_on_error("write", location),
-            self.io(location).new_output(location).create(overwrite=False) as out,
-        ):
-            out.write(text.encode())
+        """Write a new file (never over an existing one). Callers serialize first, so
+        a metadata the server refuses writes nothing; a write that fails partway
+        deletes what it wrote, so a failed create or commit leaves no file behind."""
+        data = text.encode()
+        with _unavailable_on_error("write", location):
+            stream = self.io(location).new_output(location).create(overwrite=False)
+        try:
+            with _unavailable_on_error("write", location), stream as out:
+                out.write(data)
+        except BaseException:
+            self.delete_quietly(location)
+            raise
 
     def read_table_metadata(self, location: str) -> TableMetadata:
         """The table metadata in the file at ``location``; 400 for anything else there."""

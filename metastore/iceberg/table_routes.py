@@ -31,7 +31,8 @@ from metastore.iceberg.context import (
     named,
     parse,
 )
-from metastore.iceberg.tables import TEXT, TableChange, iceberg_errors, table_key
+from metastore.iceberg.metadata_json import metadata_text
+from metastore.iceberg.tables import TEXT, TableChange, table_key
 from metastore.keys import EntityKey, Kind
 from metastore.names import check_name
 
@@ -107,8 +108,8 @@ async def create_table(request: web.Request) -> web.Response:
         await call.metastore.read(
             call.metastore.get_entity, call.tenant, call.catalog, namespace_key
         )
-        with iceberg_errors():
-            staged = metadata.model_dump(mode="json", by_alias=True, exclude_none=True)
+        await asyncio.to_thread(tables.prepare_staged, call.tenant, call.catalog, metadata)
+        staged = json.loads(metadata_text(metadata))
         return json_response({"metadata-location": None, "metadata": staged, "config": {}})
     location = await asyncio.to_thread(tables.warehouse.new_metadata_location, metadata, None)
     state = await tables.create(

@@ -4,8 +4,9 @@
 costs more than everything else in a commit once a table has a long history.
 Its reducers never mutate their input (each returns a ``model_copy``), so for an
 existing table the same reducers are applied here without the copy; a new table
-(built from the empty metadata) still goes through ``update_table_metadata`` with
-full validation.
+(built from the empty metadata) is validated in full once its updates applied.
+Upgrades to format version 3 and snapshots added to version 3 tables go
+through ``metastore.iceberg.lineage`` first (row ids), then the same reducers.
 
 Parsed metadata is cached by (tenant, catalog, entity id, entity version): an
 entity version is immutable, so the cache is never stale, only a shortcut; it
@@ -19,15 +20,19 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import datetime
 
-from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil, TableMetadataV3
 from pyiceberg.table.update import (
+    AddSchemaUpdate,
+    AddSnapshotUpdate,
     TableUpdate,
+    UpgradeFormatVersionUpdate,
     _apply_table_update,
     _TableMetadataUpdateContext,
     _update_table_metadata_log,
-    update_table_metadata,
 )
 from pyiceberg.utils.datetime import datetime_to_millis
+
+from metastore.iceberg import lineage
 
 ModelKey = tuple[str, str, int, int]  # tenant, catalog, entity id, entity version
 
@@ -38,21 +43,44 @@ def apply_updates(
     metadata_location: str | None,
     empty: TableMetadata,
 ) -> TableMetadata:
-    if base is None:
-        return update_table_metadata(empty, tuple(updates), enforce_validation=True)
+    start = base if base is not None else empty
     context = _TableMetadataUpdateContext()
-    new = base
+    new = start
     for update in updates:
-        new = _apply_table_update(update, new, context)
+        new = _apply(update, new, context)
     if context.has_changes():
         if metadata_location:
-            new = _update_table_metadata_log(new, metadata_location, base.last_updated_ms)
-        if new.last_updated_ms == base.last_updated_ms:
+            new = _update_table_metadata_log(new, metadata_location, start.last_updated_ms)
+        if new.last_updated_ms == start.last_updated_ms:
             now = datetime_to_millis(datetime.now().astimezone())
             new = new.model_copy(update={"last_updated_ms": now})
     new.spec().check_compatible(new.schema())
     new.sort_order().check_compatible(new.schema())
+    for update in updates:  # a type or default newer than the table's format version: 400
+        if isinstance(update, AddSchemaUpdate):
+            update.schema_.check_format_version_compatibility(new.format_version)
+    if base is None:  # a new table: every field checked, as pyiceberg checks a parsed file
+        return TableMetadataUtil.parse_obj(new.model_dump())
     return new
+
+
+def _apply(
+    update: TableUpdate, base: TableMetadata, context: _TableMetadataUpdateContext
+) -> TableMetadata:
+    """One update: pyiceberg's reducer, after the format version 3 rules (``lineage``)."""
+    if isinstance(update, UpgradeFormatVersionUpdate) and lineage.involves_v3(update, base):
+        if update.format_version == base.format_version:
+            return base
+        if base.format_version < 2:
+            to_v2 = UpgradeFormatVersionUpdate.model_validate({"format-version": 2})
+            base = _apply_table_update(to_v2, base, context)
+        context.add_update(update)
+        return lineage.upgraded_to_v3(base)
+    if isinstance(update, AddSnapshotUpdate) and isinstance(base, TableMetadataV3):
+        assigned, next_row_id = lineage.assign_row_ids(update, base)
+        new = _apply_table_update(assigned, base, context)
+        return new.model_copy(update={"next_row_id": next_row_id})
+    return _apply_table_update(update, base, context)
 
 
 class ModelCache:
