@@ -11,7 +11,9 @@ a retained history) derives exactly the same events with the same positions:
 - a CREATE of an entity whose version is past 1 is an ``undrop`` (a restored entity
   keeps its id and continues its versions; a new one always starts at 1), as is every
   CREATE of a commit whose operation says ``undrop``;
-- any other CREATE is a ``create``, a DELETE a ``drop``, an UPDATE an ``update``.
+- any other CREATE is a ``create``, a DELETE a ``drop``, an UPDATE an ``update``; a
+  drop that keeps the entity restorable (it moved under a ``dropped:<entity id>``
+  record in the same commit, ``metastore.dropped``) is marked ``kept``.
 
 Namespaces, tables, views and the catalog's own record are reported; the other system
 records (idempotency outcomes, location records, storage, principals, grants) are the
@@ -22,7 +24,7 @@ whose current snapshot changed, the event names the new snapshot and its operati
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from metastore.errors import NoSuchCommit
@@ -35,6 +37,7 @@ OPERATIONS = ("create", "update", "rename", "drop", "undrop")
 _ACTIONS = {"CREATE": "create", "UPDATE": "update", "DELETE": "drop"}
 _CORE = "core"  # the Iceberg metadata piece of scalar fields (``metastore.iceberg.pieces``)
 _SNAPSHOTS = "snapshots"  # the Iceberg snapshot log's head page
+_KEPT = "dropped:"  # system records of dropped, restorable entities (``metastore.dropped``)
 _PAGES_SEARCHED = 4  # log pages read back for a current snapshot (it is nearly always newest)
 
 
@@ -60,6 +63,7 @@ class Event:
     after_version: int | None = None
     snapshot_id: int | None = None
     snapshot_operation: str | None = None
+    kept: bool = False  # a drop that keeps the entity restorable (undrop)
 
     @property
     def previous_name(self) -> tuple[str, ...] | None:
@@ -85,6 +89,8 @@ class Event:
         }
         if self.previous_name is not None:
             body["previous-name"] = list(self.previous_name)
+        if self.operation == "drop":
+            body["kept"] = self.kept
         if self.snapshot_id is not None:
             body["snapshot-id"] = self.snapshot_id
             body["snapshot-operation"] = self.snapshot_operation
@@ -98,10 +104,11 @@ def reported(key: EntityKey) -> bool:
 
 def derive(objects: Objects, commit: Commit) -> tuple[Event, ...]:
     """The events of ``commit`` of the catalog ``objects`` reads (blocking reads)."""
-    changes = [(EntityKey.decode(c.key), c.action) for c in commit.changes]
-    changes = [(key, action) for key, action in changes if reported(key)]
+    decoded = [(EntityKey.decode(c.key), c.action) for c in commit.changes]
+    changes = [(key, action) for key, action in decoded if reported(key)]
     if not changes:
         return ()
+    kept = {_kept_id(key) for key, action in decoded if action == "CREATE"} - {None}
     before_view = _parent_view(objects, commit)
     after_view = objects.index(commit)
     before = {k: _entity(objects, before_view, k) for k, a in changes if a != "CREATE"}
@@ -126,8 +133,19 @@ def derive(objects: Objects, commit: Commit) -> tuple[Event, ...]:
         was = before.get(old_key if old_key is not None else key)
         now = after.get(key)
         operation = _operation(action, old_key, now, undrop)
-        events.append(_event(objects, commit, len(events), operation, key, old_key, was, now))
+        event = _event(objects, commit, len(events), operation, key, old_key, was, now)
+        if operation == "drop" and event.entity_id in kept:
+            event = replace(event, kept=True)
+        events.append(event)
     return tuple(events)
+
+
+def _kept_id(key: EntityKey) -> int | None:
+    """The entity id a ``dropped:<entity id>`` record keeps, else None."""
+    if key.kind is not Kind.SYSTEM or not key.name.startswith(_KEPT):
+        return None
+    raw = key.name[len(_KEPT) :]
+    return int(raw) if raw.isascii() and raw.isdigit() else None
 
 
 def _operation(action: str, old_key: EntityKey | None, now: Entity | None, undrop: bool) -> str:

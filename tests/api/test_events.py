@@ -73,6 +73,23 @@ async def test_one_event_per_entity_change_in_commit_order(catalog: Catalog) -> 
     assert await whole_feed(catalog, limit=1) == events
 
 
+async def test_drop_keeps_and_undrop_restores(catalog: Catalog) -> None:
+    await catalog.create_namespace("n")
+    await catalog.create(("n",), "t")
+    table = catalog.entity(("n",), "t")
+    assert_status(await catalog.api.delete(table), 204)
+    assert_status(await catalog.api.post(f"{table}/undrop", {}), 200, 201)
+    events = (await whole_feed(catalog))[2:]
+    got = [(e["operation"], e["name"], e["before-version"], e["after-version"]) for e in events]
+    assert got == [
+        ("create", ["n", "t"], None, 1),
+        ("drop", ["n", "t"], 1, None),
+        ("undrop", ["n", "t"], None, 3),  # the kept version was 2
+    ]
+    assert events[1]["kept"] is True
+    assert len({e["entity-id"] for e in events}) == 1
+
+
 async def test_a_multi_entity_commit_is_one_event_per_entity(catalog: Catalog) -> None:
     await catalog.create_namespace("n")
     body = {
