@@ -11,7 +11,9 @@ committed through any other. It holds:
   every location against this list, on both APIs;
 - ``io_properties``: FileIO properties (an endpoint, path-style addressing), none
   of them secret (secret-looking keys are refused);
-- ``credentials``: a reference to the secrets (``metastore.credentials``).
+- ``credentials``: a reference to the secrets (``metastore.credentials``);
+- ``remote_signing``: whether its tables offer clients remote signing, and the S3
+  endpoints clients reach (``metastore.remote_signing``).
 
 Every prefix is a normalized absolute URI (``file:///...`` or ``s3://bucket/...``)
 of the storage's type, with the one normalizer of ``metastore.locations``.
@@ -31,6 +33,7 @@ from metastore.credentials import Credentials, io_key_problem, is_secret_key
 from metastore.errors import BadRequest
 from metastore.keys import EntityKey, Kind
 from metastore.locations import Location, normalize
+from metastore.remote_signing import RemoteSigning
 
 STORAGE_RECORD = EntityKey(Kind.SYSTEM, (), "storage")
 KINDS = ("file", "s3")  # the storage type is the scheme of its locations
@@ -71,6 +74,7 @@ class Storage:
     io_properties: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     credentials: Credentials | None = None
     version: int = 0  # of its record; 0 = not recorded yet (seeded from the node)
+    remote_signing: RemoteSigning = field(default_factory=RemoteSigning)
 
     # --- the API's JSON --------------------------------------------------------------
 
@@ -102,12 +106,16 @@ class Storage:
         for key, value in io.items():
             check_io_property(key, value)
         credentials = body.get("credentials")
+        signing = RemoteSigning.from_json(body.get("remote-signing", {}))
+        if kind != "s3" and not signing.default:
+            raise BadRequest("storage remote-signing applies to s3 storage only")
         return cls(
             kind,
             prefix_text(root),
             _unique(prefix_text(p) for p in allowed),
             MappingProxyType(dict(io)),
             Credentials.from_json(credentials) if credentials is not None else None,
+            remote_signing=signing,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -121,6 +129,8 @@ class Storage:
         }
         if self.credentials is not None:
             body["credentials"] = self.credentials.to_json()
+        if not self.remote_signing.default:
+            body["remote-signing"] = self.remote_signing.to_json()
         return body
 
     # --- the record --------------------------------------------------------------------
@@ -136,6 +146,12 @@ class Storage:
     def from_properties(cls, properties: Mapping[str, str], version: int) -> Storage:
         body = json.loads(properties[_KEY])
         credentials = body.get("credentials")
+        signing = body.get("remote-signing")
+        remote_signing = (
+            RemoteSigning(signing["enabled"], tuple(signing["endpoints"]))
+            if signing
+            else RemoteSigning()
+        )
         return cls(
             body["type"],
             body["root"],
@@ -143,6 +159,7 @@ class Storage:
             MappingProxyType(dict(body["io-properties"])),
             Credentials(**credentials) if credentials else None,
             version,
+            remote_signing=remote_signing,
         )
 
     # --- locations ---------------------------------------------------------------------

@@ -58,7 +58,7 @@ from metastore.api.guards import (
     ServiceAdmin,
 )
 from metastore.errors import Forbidden
-from metastore.iceberg import catalog_routes, table_routes, view_routes
+from metastore.iceberg import catalog_routes, sign_routes, table_routes, view_routes
 from metastore.iceberg.context import PREFIX, catalog_of, flag, identifier, warehouse_of
 from metastore.iceberg.unprefixed import unprefixed
 from metastore.keys import EntityKey, Kind
@@ -254,6 +254,16 @@ def _ice_register(request: web.Request, body: dict[str, Any]) -> Iterator[Need]:
         )
 
 
+def _ice_sign(request: web.Request, body: dict[str, Any]) -> Iterator[Need]:
+    """Signing a read of the table's files needs what reading them needs; any other
+    request (a write, a delete) what writing them needs (``sign_routes``)."""
+    reads = body["method"] in sign_routes.READS
+    yield (
+        P.TABLE_READ_DATA if reads else P.TABLE_WRITE_DATA,
+        _ice_named(Kind.TABLE, "table")(request),
+    )
+
+
 def _ice_drop_table(request: web.Request, checker: Checker) -> Iterator[Need]:
     table = _ice_named(Kind.TABLE, "table")(request)
     yield P.TABLE_DROP, table
@@ -439,6 +449,7 @@ _TABLE: dict[tuple[str, str], Rule] = {
     ("HEAD", TABLE): Requires(P.TABLE_LIST, _ice_named(Kind.TABLE, "table")),
     ("POST", TABLE): FromBody("iceberg_commit_table", _ice_commit_table),
     ("DELETE", TABLE): FromRequest(_ice_drop_table),
+    ("POST", sign_routes.SIGN): FromBody(sign_routes.SCHEMA, _ice_sign),
     ("POST", PREFIX + "/tables/rename"): FromBody("iceberg_rename", _ice_rename(Kind.TABLE)),
     ("POST", PREFIX + "/transactions/commit"): FromBody("iceberg_transaction", _ice_transaction),
     ("GET", VIEWS): Browse(Level.VIEW, _ice_namespace),

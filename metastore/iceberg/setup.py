@@ -9,10 +9,16 @@ from aiohttp import web
 
 from metastore.api.typedefs import ICEBERG, METASTORE, STORAGE
 from metastore.codec import default_codec
-from metastore.iceberg import catalog_routes, table_routes, token_routes, view_routes
+from metastore.iceberg import catalog_routes, sign_routes, table_routes, token_routes, view_routes
 from metastore.iceberg.services import Iceberg
 
-ROUTES = (catalog_routes.routes, token_routes.routes, table_routes.routes, view_routes.routes)
+ROUTES = (
+    catalog_routes.routes,
+    token_routes.routes,
+    table_routes.routes,
+    sign_routes.routes,
+    view_routes.routes,
+)
 
 
 async def iceberg_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -356,6 +356,7 @@ async def ice_register(world: World) -> Request:
 
 
 PROPERTIES = {"updates": [{"action": "set-properties", "updates": {"k": "v"}}]}
+SIGN_READ = {"region": "us-east-1", "method": "GET", "uri": "http://127.0.0.1:9/b/k", "headers": {}}
 
 
 async def ice_drop_table(world: World) -> Request:
@@ -652,6 +653,11 @@ ROWS: dict[tuple[str, str], Row] = {
     ),
     ("POST", "/v1/{prefix}/namespaces/{namespace}/tables/{table}"): Row(
         fixed("POST", f"{ICE}/namespaces/{NS}/tables/ice", PROPERTIES), ok_for(200, *WRITERS)
+    ),
+    # signing a read: TABLE_READ_DATA; the catalog's storage is file://, so an allowed caller
+    # then gets a 400 (signing itself: tests/iceberg/test_remote_signing.py)
+    ("POST", "/v1/{prefix}/namespaces/{namespace}/tables/{table}/sign"): Row(
+        fixed("POST", f"{ICE}/namespaces/{NS}/tables/ice/sign", SIGN_READ), ok_for(400, *READERS)
     ),
     ("DELETE", "/v1/{prefix}/namespaces/{namespace}/tables/{table}"): Row(
         ice_drop_table, ok_for(204, "cadmin")
