@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from metastore import __version__
+from metastore import __version__, logs
 from metastore.config import ServerConfig
 
 
@@ -168,11 +168,7 @@ def serve(config: ServerConfig) -> int:
         reason = exc.strerror or str(exc)
         _refuse(f"host/port: cannot listen on {config.host}:{config.port} ({reason})")
         return 2
-    logging.basicConfig(
-        level=config.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    logs.configure(config.log_level, config.log_format)
     if config.restore_from:
         from metastore.cluster.restore import RestoreError, restore
 

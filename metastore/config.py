@@ -26,6 +26,7 @@ from metastore.cluster.peer_auth import (
 from metastore.commits import DEFAULT_MAX_OBJECT_BYTES
 from metastore.config_rules import (
     AUTH_MODES,
+    LOG_FORMATS,
     LOG_LEVELS,
     TOPIC_NAME_PART,
     ConfigError,
@@ -119,6 +120,7 @@ class ServerConfig:
     default_tenant: str = "default"
     default_catalog: str = "default"
     log_level: str = "INFO"
+    log_format: str = "text"  # text | json (one object per line, with the request's context)
     # --- cluster mode (``kafka`` set): see docs/ARCHITECTURE.md "Cluster mode" ---
     kafka: str = ""  # bootstrap servers; empty = embedded mode
     advertised_url: str = ""  # how peers reach this node; default http://host:port
@@ -196,6 +198,7 @@ class ServerConfig:
                 check_range(f.name, getattr(self, f.name), low, high)
         check_host("host", self.host)
         check_choice("log_level", self.log_level.upper(), LOG_LEVELS)
+        check_choice("log_format", self.log_format, LOG_FORMATS)
         for name in ("default_tenant", "default_catalog"):
             try:
                 check_system_name(name, getattr(self, name))

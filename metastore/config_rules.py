@@ -20,6 +20,7 @@ from metastore.security.principal import RESERVED_NAMES
 MIN_SECRET_CHARS = 8
 MAX_SECRET_CHARS = 1024
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMATS = ("text", "json")  # metastore.logs: lines for people, or one JSON object per line
 AUTH_MODES = ("on", "off", "auto")
 CLIENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 TOPIC_NAME_PART = re.compile(r"^[A-Za-z0-9._-]{1,200}$")

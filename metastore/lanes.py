@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
 from metastore.commits import CommitOutcome, CommitRequest, Committer
 from metastore.errors import CommitStateUnknown, MetastoreError, ServiceUnavailable
 from metastore.keys import RefKey
+from metastore.metrics import CommitMetrics
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +31,17 @@ class _Lane:
 
 
 class CommitLanes:
-    def __init__(self, committer: Committer, executor: Executor, max_batch: int = 256) -> None:
+    def __init__(
+        self,
+        committer: Committer,
+        executor: Executor,
+        max_batch: int = 256,
+        metrics: CommitMetrics | None = None,
+    ) -> None:
         self._committer = committer
         self._executor = executor
         self._max_batch = max_batch
+        self._metrics = metrics
         self._lanes: dict[RefKey, _Lane] = {}
         self._closing = False
         self.batches = 0
@@ -47,6 +56,8 @@ class CommitLanes:
         lane.pending.append((request, future))
         if lane.task is None:
             lane.task = asyncio.create_task(self._drain(ref_key, lane))
+        if self._metrics is not None:
+            future.add_done_callback(_Timed(self._metrics, time.perf_counter()))
         # The commit proceeds even if this caller goes away: shield the shared future.
         return await asyncio.shield(future)
 
@@ -66,6 +77,8 @@ class CommitLanes:
                     log.exception("commit batch for %s failed", ref_key)
                     results = [CommitStateUnknown(f"commit state unknown: {exc}")] * len(batch)
                 self.batches += 1
+                if self._metrics is not None:
+                    self._metrics.group.observe(len(batch))
                 for (_, future), result in zip(batch, results, strict=True):
                     if future.done():
                         continue
@@ -85,3 +98,19 @@ class CommitLanes:
         tasks = [lane.task for lane in self._lanes.values() if lane.task is not None]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class _Timed:
+    """Observes one commit's latency when its future settles (it always does: a result,
+    an error, or the batch's unknown outcome), whether or not its caller still waits."""
+
+    __slots__ = ("_metrics", "_started")
+
+    def __init__(self, metrics: CommitMetrics, started: float) -> None:
+        self._metrics = metrics
+        self._started = started
+
+    def __call__(self, future: asyncio.Future[CommitOutcome]) -> None:
+        failed = future.cancelled() or future.exception() is not None
+        outcome = "failed" if failed else "committed"
+        self._metrics.latency.labels(outcome).observe(time.perf_counter() - self._started)

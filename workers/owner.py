@@ -52,6 +52,7 @@ from metastore.errors import (
     RefConditionFailed,
 )
 from metastore.keys import ObjKey, RefKey
+from metastore.metrics import OwnerMetrics
 from metastore.persistence.base import RefUpdate, StoredObject, UpdateableObject
 from metastore.retry import RetryPolicy
 
@@ -113,8 +114,10 @@ class PartitionOwner:
         url: str,
         clock_us: Callable[[], int],
         may_own: Callable[[], bool] = lambda: True,
+        metrics: OwnerMetrics | None = None,
     ) -> None:
         self._config = config
+        self._metrics = metrics
         self.partition = partition
         self._records = records
         self._view = view
@@ -297,13 +300,17 @@ class PartitionOwner:
             written.update(o.key for o in write.objects)
         if not accepted:
             return Outcome.OK
+        started = time.perf_counter()
         try:
             dropped = self._transact_with_refs(records, accepted)
         except Exception as exc:
             log.error("partition %d: transaction failed: %s", self.partition, exc)
             for write in accepted:
                 write.done.set_exception(CommitStateUnknown(f"commit state unknown: {exc}"))
-            return Outcome.of_failure(exc)
+            outcome = Outcome.of_failure(exc)
+            self._observe(outcome, started)
+            return outcome
+        self._observe(Outcome.FENCED if dropped else Outcome.OK, started)
         for i, write in enumerate(accepted):
             if i in dropped:
                 # In the log but made stale by a newer barrier: every view ignores it.
@@ -318,6 +325,11 @@ class PartitionOwner:
             )
             return Outcome.FENCED
         return Outcome.OK
+
+    def _observe(self, outcome: Outcome, started: float) -> None:
+        if self._metrics is not None:
+            label = "committed" if outcome is Outcome.OK else outcome.value
+            self._metrics.transactions.labels(label).observe(time.perf_counter() - started)
 
     def _deletions(self, write: _Write, written: set[ObjKey]) -> Iterator[Produced]:
         """The GC tombstones of ``write``, in log order ahead of its own objects (so an

@@ -17,19 +17,22 @@ from aiohttp.typedefs import Middleware
 from metastore.api import contexts
 from metastore.api.identity import identity_ctx
 from metastore.api.middlewares import authenticate, authorize, errors, read_body, tenancy
+from metastore.api.observe import observe
 from metastore.api.native_events import setup_feed
 from metastore.api.peers import authenticate_peers, peers_from_config
 from metastore.api.routes import setup_routes
 from metastore.api.routing import route_writes
 from metastore.api.tenancy import setup_tenancy
-from metastore.api.typedefs import CONFIG, PEERS, PENDING
+from metastore.api.typedefs import CONFIG, METRICS, PEERS, PENDING
 from metastore.config import ServerConfig
 from metastore.iceberg.setup import iceberg_ctx
+from metastore.metrics import NodeMetrics
 
 
 def create_app(config: ServerConfig) -> web.Application:
     app = web.Application(middlewares=middlewares(config), client_max_size=config.max_body_bytes)
     app[CONFIG] = config
+    app[METRICS] = NodeMetrics()
     app[PENDING] = set()
     setup_tenancy(app)
     setup_feed(app)
@@ -41,8 +44,9 @@ def create_app(config: ServerConfig) -> web.Application:
 
 
 def middlewares(config: ServerConfig) -> list[Middleware]:
-    """Every request passes these, in this order (``metastore.api.middlewares``)."""
-    chain: list[Middleware] = [errors, read_body]
+    """Every request passes these, in this order (``metastore.api.middlewares``; first
+    ``metastore.api.observe``: its id, trace, log context, access line and histogram)."""
+    chain: list[Middleware] = [observe, errors, read_body]
     if config.cluster_mode:
         # node requests are proven (cluster secret, mTLS) before anything acts on them
         chain += [authenticate_peers, route_writes]

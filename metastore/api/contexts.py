@@ -38,6 +38,7 @@ from metastore.api.typedefs import (
     IDENTITY,
     LEASER,
     METASTORE,
+    METRICS,
     PEERS,
     PENDING,
     PERSISTENCE,
@@ -100,10 +101,12 @@ async def cluster_ctx(app: web.Application) -> AsyncIterator[None]:
         config.url,
         default_codec(),
         SystemClock().now_us,
+        app[METRICS].owner,
     )
     try:
         await asyncio.to_thread(node.start)
         app[CLUSTER] = node
+        app[METRICS].watch_view(node.view.lag)
         app[ROUTING_STATS] = {"forwarded": 0, "forward_retries": 0}
         yield
     finally:
@@ -203,8 +206,9 @@ async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
         clock,
         limits,
         entity_limits=TenantEntityLimits(persistence, objects, quotas),
+        write_time=app[METRICS].commits.durable_write.observe,
     )
-    lanes = CommitLanes(committer, app[COMMIT_THREADS])
+    lanes = CommitLanes(committer, app[COMMIT_THREADS], metrics=app[METRICS].commits)
     metastore = Metastore(persistence, codec, cache, lanes, consistency=_consistency(app))
     app[METASTORE] = metastore
     app[QUOTAS] = quotas

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from aiohttp import web
 
-from metastore.api.typedefs import CLUSTER, LEASER, METASTORE, PENDING, STATS
+from metastore.api.typedefs import CLUSTER, LEASER, METASTORE, METRICS, PENDING, STATS
 
 routes = web.RouteTableDef()
 
@@ -39,7 +41,9 @@ async def health(request: web.Request) -> web.Response:
 @routes.get("/metrics")
 async def metrics(request: web.Request) -> web.Response:
     """Prometheus text exposition of the engine's counters (a name with labels,
-    ``name{label="..."}``, shares one HELP and TYPE line with its siblings)."""
+    ``name{label="..."}``, shares one HELP and TYPE line with its siblings), then the
+    histograms (``metastore.metrics``, rendered in a thread: a few thousand lines)."""
+    histograms = await asyncio.to_thread(request.app[METRICS].exposition)
     lines = []
     described: set[str] = set()
     for name, (kind, help_text, value) in request.app[STATS]().items():
@@ -48,4 +52,5 @@ async def metrics(request: web.Request) -> web.Response:
             described.add(family)
             lines += [f"# HELP {family} {help_text}", f"# TYPE {family} {kind}"]
         lines.append(f"{name} {value}")
-    return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+    text = "\n".join(lines) + "\n" + histograms.decode()
+    return web.Response(text=text, content_type="text/plain")

@@ -16,6 +16,7 @@ import logging
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from metastore import logs
 from metastore.api.access import rule_for
 from metastore.api.authz import CHECKER
 from metastore.api.guards import Metrics, Open
@@ -108,7 +109,9 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
         and not is_node_request(request)
     ):
         header = request.headers.get("Authorization")
-        request[PRINCIPAL] = await request.app[IDENTITY].auth.verify(header)
+        principal = await request.app[IDENTITY].auth.verify(header)
+        request[PRINCIPAL] = principal
+        logs.identify(principal.id, principal.tenant)  # every later line names the caller
     return await handler(request)
 
 

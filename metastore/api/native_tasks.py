@@ -16,7 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from metastore.api.principal import principal_of
-from metastore.api.typedefs import METASTORE
+from metastore.api.typedefs import METASTORE, METRICS
 from metastore.api.validation import body_of, read_json
 from metastore.errors import BadRequest
 from metastore.names import check_system_name
@@ -110,4 +110,6 @@ async def finish(request: web.Request) -> web.Response:
     record = await asyncio.to_thread(
         metastore.tasks.finish, job, scope, run, _small(body.get("summary", {}), "summary")
     )
+    seconds = (record.updated_at_us - record.started_at_us) / 1e6
+    request.app[METRICS].job_runs.labels(job).observe(max(0.0, seconds))
     return web.json_response(record.to_json(metastore.clock.now_us()))

@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from metastore.api.peers import PEER
 from metastore.api.tenancy import check_token
-from metastore.api.typedefs import CLUSTER, CONFIG, HTTP_CLIENT, PEERS, ROUTING_STATS
+from metastore.api.typedefs import CLUSTER, CONFIG, HTTP_CLIENT, METRICS, PEERS, ROUTING_STATS
 from metastore.cluster import protocol
 from metastore.cluster.node import ClusterNode
 from metastore.consistency import HEADER, WRITTEN, ConsistencyToken
@@ -108,7 +109,13 @@ async def _forward(request: web.Request, url: str, body: bytes) -> web.StreamRes
     node = app[CLUSTER]
     stats = app[ROUTING_STATS]
     stats["forwarded"] += 1
-    response = await protocol.forward(app[HTTP_CLIENT], app[PEERS], url, request, body)
+    started = time.perf_counter()
+    outcome = "unknown"  # no answer: CommitStateUnknown
+    try:
+        response = await protocol.forward(app[HTTP_CLIENT], app[PEERS], url, request, body)
+        outcome = "retried" if response is None else "answered"
+    finally:
+        app[METRICS].forwards.labels(outcome).observe(time.perf_counter() - started)
     if response is None:
         stats["forward_retries"] += 1
         return None

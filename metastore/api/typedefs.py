@@ -20,6 +20,7 @@ from metastore.config import ServerConfig
 from metastore.consistency import TokenScopes
 from metastore.iceberg.services import Iceberg
 from metastore.leases import NodeLeaser
+from metastore.metrics import NodeMetrics
 from metastore.persistence.base import Persistence
 from metastore.quotas import TenantQuotas
 from metastore.rate import RateLimiter
@@ -41,6 +42,7 @@ RATES = web.AppKey("rates", RateLimiter)  # every tenant's request bucket on thi
 SCOPES = web.AppKey("token_scopes", TokenScopes)  # consistency tokens' tenant tags
 
 Stats = Callable[[], dict[str, tuple[str, str, int]]]  # name -> (type, help, value)
+METRICS = web.AppKey("metrics", NodeMetrics)  # the histograms (``metastore.metrics``)
 STATS: web.AppKey[Stats] = web.AppKey("stats")
 # bootstrap steps still running in the background (cluster mode): not ready until empty
 PENDING: web.AppKey[set[str]] = web.AppKey("pending")

@@ -23,6 +23,7 @@ from metastore.cluster.records import RecordCodec, partition_for
 from metastore.cluster.topics import ensure_safe
 from metastore.cluster.view import ViewConsumer, ViewStore
 from metastore.codec import Codec
+from metastore.metrics import OwnerMetrics
 from workers.owner import PartitionOwner
 
 log = logging.getLogger(__name__)
@@ -36,8 +37,10 @@ class ClusterNode:
         url: str,
         codec: Codec,
         clock_us: Callable[[], int],
+        metrics: OwnerMetrics | None = None,
     ) -> None:
         self.config = config
+        self._metrics = metrics  # every local owner's transactions
         self.url = url
         self._clock_us = clock_us
         self.store = ViewStore(data_dir / "view", config, codec=codec)
@@ -98,6 +101,7 @@ class ClusterNode:
                 self.url,
                 self._clock_us,
                 may_own=functools.partial(self.membership.owns, p),
+                metrics=self._metrics,
             )
             with self._lock:
                 previous = self._owners.pop(p, None)

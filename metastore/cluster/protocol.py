@@ -41,9 +41,11 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
+from metastore import logs
 from metastore.errors import BadRequest, CommitStateUnknown, MetastoreError, NotOwner
 from metastore.keys import ObjKey
 from metastore.persistence.base import UpdateableObject
+from metastore.tracing import HEADER as TRACEPARENT
 
 log = logging.getLogger(__name__)
 
@@ -259,6 +261,10 @@ async def forward(
     headers.update(
         signer.sign(request.method, url, path_qs, body, request.headers.get("Authorization"))
     )
+    context = logs.current()
+    if context is not None:  # the owner's lines name the same request and trace (unsigned)
+        headers[logs.REQUEST_ID_HEADER] = context.request_id
+        headers[TRACEPARENT] = context.trace.header()
     try:
         async with session.request(
             request.method,

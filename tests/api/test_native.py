@@ -58,8 +58,8 @@ async def test_health_and_metrics(api: Api) -> None:
     metrics = await api.get("/metrics")
     assert metrics.status == 200, metrics.describe()
     assert "# TYPE metastore_commits_total counter" in metrics.text, metrics.text
-    values = {
-        line.split()[0]: int(line.split()[1])
+    values = {  # the histograms' samples are floats (counts too: "2.0")
+        line.split()[0]: float(line.split()[1])
         for line in metrics.text.splitlines()
         if line and not line.startswith("#")
     }

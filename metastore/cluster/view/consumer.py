@@ -26,6 +26,8 @@ from metastore.cluster.view.store import ViewStore
 
 log = logging.getLogger(__name__)
 
+LAG_INTERVAL_S = 1.0  # how often the consumer thread measures the view's lag (/metrics)
+
 
 def open_consumer(store: ViewStore, config: ClusterConfig, **extra: Any) -> Any:
     """A consumer assigned to every partition of both topics at the view's offsets."""
@@ -51,6 +53,8 @@ class ConsumerStats:
     dropped: int = 0
     errors: int = 0
     last_record_at: float = field(default_factory=time.monotonic)
+    newest_record_ms: int = 0  # broker timestamp of the last record applied (view lag)
+    lag_records: int = 0  # behind the high watermarks, as last measured (view lag)
 
 
 class ViewFeed:
@@ -97,6 +101,7 @@ class ViewFeed:
         self.stats.applied += result.applied
         self.stats.dropped += result.dropped
         self.stats.last_record_at = time.monotonic()
+        self.stats.newest_record_ms = max(self.stats.newest_record_ms, records[-1].timestamp()[1])
         if result.waiting or self._paused:
             self._flow()
         return result
@@ -116,6 +121,23 @@ class ViewFeed:
             return None
         low, high = watermarks
         return int(low), int(high)
+
+    def measure_lag(self) -> int:
+        """Records the brokers reported (cached high watermarks) past this view's
+        positions, kept in ``stats.lag_records``. Only the consumer's own thread calls
+        this (positions, as in ``at_high_watermarks``); a partition without a fetch
+        response yet counts nothing."""
+        config = self.store.config
+        behind = 0
+        for tp in self.consumer.position(self.partitions()):
+            watermarks = self.watermark(tp)
+            if watermarks is None:
+                continue
+            role: Role = "refs" if tp.topic == config.refs_topic else "objects"
+            offset = tp.offset if tp.offset >= 0 else self.store.offset(role, tp.partition)
+            behind += max(0, watermarks[1] - offset)
+        self.stats.lag_records = behind
+        return behind
 
     def heard(self) -> bool:
         """A fetch response has come back from some broker."""
@@ -294,6 +316,16 @@ class ViewConsumer:
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)
 
+    def lag(self) -> tuple[int, float]:
+        """(records, seconds) the view is behind, as its thread last measured (about once
+        a second): the records the brokers reported that it has not read, and while
+        there are any, the age of the newest record it applied (else 0). Any thread."""
+        stats = self.stats
+        behind, newest = stats.lag_records, stats.newest_record_ms
+        if behind == 0 or newest <= 0:
+            return behind, 0.0
+        return behind, max(0.0, time.time() - newest / 1000)
+
     def barrier_seen(self, partition: int, nonce: str) -> tuple[int, int] | None:
         return self.store.barrier_seen(partition, nonce)
 
@@ -308,12 +340,16 @@ class ViewConsumer:
     def _run(self) -> None:
         feed = self._feed
         assert feed is not None
+        measured = 0.0
         try:
             while not self._stop.is_set():
                 if feed.step(self.batch_size, self.poll_timeout) is not None:
                     self._notify()
                 elif not self._reached_end.is_set() and feed.at_high_watermarks():
                     self._reached_end.set()
+                if time.monotonic() - measured >= LAG_INTERVAL_S:
+                    feed.measure_lag()
+                    measured = time.monotonic()
         except Exception as exc:  # recorded, not swallowed: the view stops, waiters fail
             log.exception("view consumer stopped")
             with self._cond:
