@@ -33,7 +33,6 @@ from metastore.api import native_admin as admin
 from metastore.api import native_checkpoints as checkpoints
 from metastore.api import native_entities as entities
 from metastore.api import native_events as events
-from metastore.api import native_events as events
 from metastore.api import native_gc as gc
 from metastore.api import native_grants as grants
 from metastore.api import native_principals as principals
@@ -407,8 +406,6 @@ _TABLE: dict[tuple[str, str], Rule] = {
     # the change feed: a caller that sees something in the catalog; events filtered per entity
     ("GET", events.EVENTS): Browse(Level.NAMESPACE, _catalog),
     ("GET", CATALOG + "/commits/{commit_id}/diff"): Requires(P.CATALOG_READ_HISTORY, _catalog),
-    # the change feed: a caller that sees something in the catalog; events filtered per entity
-    ("GET", events.EVENTS): Browse(Level.NAMESPACE, _catalog),
     # catalog roles
     ("GET", grants.CATALOG_ROLES): Requires(P.CATALOG_MANAGE_ACCESS, _catalog),
     ("POST", grants.CATALOG_ROLES): Requires(P.CATALOG_MANAGE_ACCESS, _catalog),

@@ -29,7 +29,15 @@ from metastore.errors import Forbidden, MetastoreError, NotOwner, TooManyRequest
 
 log = logging.getLogger(__name__)
 
-OPEN_PATHS = frozenset({"/health", "/metrics", "/v1/oauth/tokens"})  # no token needed
+OPEN_PATHS = frozenset({"/health", "/metrics", "/v1/oauth/tokens", "/"})  # no token needed
+CONSOLE_ASSETS = "/console/"  # the web console's static files: no token needed either
+
+
+def is_open(path: str) -> bool:
+    """A path anyone may call: health, metrics (their own check), the token endpoint
+    and the console's static pages (which hold no data; the console then calls the
+    APIs with its user's token)."""
+    return path in OPEN_PATHS or path.startswith(CONSOLE_ASSETS)
 
 _HTTP_TYPES = {
     400: "BadRequestException",
@@ -105,7 +113,7 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     """
     if (
         request.app[CONFIG].auth_enabled
-        and request.path not in OPEN_PATHS
+        and not is_open(request.path)
         and not is_node_request(request)
     ):
         header = request.headers.get("Authorization")
@@ -120,7 +128,7 @@ async def tenancy(request: web.Request, handler: Handler) -> web.StreamResponse:
     """After authentication (``metastore.api.tenancy``): the caller's tenant for a
     consistency token the request's path left unchecked, then one token of the
     tenant's request bucket; the open paths are neither."""
-    if request.path not in OPEN_PATHS:
+    if not is_open(request.path):
         principal = caller(request)
         check_caller_token(request, principal)
         await charge(request, principal)

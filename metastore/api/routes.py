@@ -9,6 +9,8 @@ from metastore.api import (
     internal,
     native_admin,
     native_checkpoints,
+    native_cluster,
+    native_diffs,
     native_entities,
     native_events,
     native_gc,
@@ -17,6 +19,7 @@ from metastore.api import (
     native_tasks,
 )
 from metastore.config import ServerConfig
+from metastore.console.routes import routes as console_routes
 from metastore.iceberg.setup import ROUTES as ICEBERG_ROUTES
 
 
@@ -30,6 +33,9 @@ def setup_routes(app: web.Application, config: ServerConfig) -> None:
     app.add_routes(native_grants.routes)
     app.add_routes(native_gc.routes)
     app.add_routes(native_tasks.routes)
+    app.add_routes(native_diffs.routes)
+    app.add_routes(native_cluster.routes)
+    app.add_routes(console_routes)
     if config.cluster_mode:
         app.add_routes(internal.routes)
     for table in ICEBERG_ROUTES:

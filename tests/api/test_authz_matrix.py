@@ -214,6 +214,11 @@ async def get_commit(world: World) -> Request:
     return Request("GET", f"{CAT}/commits/{head}")
 
 
+async def get_commit_diff(world: World) -> Request:
+    head = (await world.ok("GET", f"{CAT}/ref"))["head"]
+    return Request("GET", f"{CAT}/commits/{head}/diff")
+
+
 async def delete_catalog(world: World) -> Request:
     name = world.fresh("gone")
     await world.admin.catalog(T, name)
@@ -410,6 +415,10 @@ ROWS: dict[tuple[str, str], Row] = {
         fixed("GET", "/api/v1/whoami"), ok_for(200, *ALL_IN_TENANT, "other")
     ),
     ("POST", "/api/v1/token-keys/rotate"): Row(fixed("POST", "/api/v1/token-keys/rotate"), {}),
+    # the web console: static pages for everyone; the cluster's layout for service admins
+    ("GET", "/"): Row(fixed("GET", "/"), ok_for(200, *PERSONAS)),
+    ("GET", "/console/{asset}"): Row(fixed("GET", "/console/app.js"), ok_for(200, *PERSONAS)),
+    ("GET", "/api/v1/admin/cluster"): Row(fixed("GET", "/api/v1/admin/cluster"), {}),
     # checkpoints of the node's database (the data pipeline): service admins only
     ("POST", "/api/v1/admin/checkpoints"): Row(fixed("POST", "/api/v1/admin/checkpoints"), {}),
     ("GET", "/api/v1/admin/checkpoints"): Row(fixed("GET", "/api/v1/admin/checkpoints"), {}),
@@ -552,6 +561,9 @@ ROWS: dict[tuple[str, str], Row] = {
     ),
     ("GET", "/api/v1/tenants/{tenant}/catalogs/{catalog}/commits/{commit_id}"): Row(
         get_commit, ok_for(200, "cadmin")
+    ),
+    ("GET", "/api/v1/tenants/{tenant}/catalogs/{catalog}/commits/{commit_id}/diff"): Row(
+        get_commit_diff, ok_for(200, "cadmin")
     ),
     # the change feed: whoever sees something in the catalog (events filtered per entity)
     ("GET", "/api/v1/tenants/{tenant}/catalogs/{catalog}/events"): Row(

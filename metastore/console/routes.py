@@ -1,0 +1,62 @@
+"""Serves the console's static assets from the package (no build step, no network).
+
+Only the files named in ``ASSETS`` are served, read once at import from the package
+itself, so no request path ever reaches the file system. Every page carries a
+Content-Security-Policy that allows scripts, styles and connections to this origin
+only: the console renders names and properties clients wrote, and even a slip that
+turned one into markup could not run a script or send data elsewhere.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from aiohttp import web
+
+from metastore.errors import NotFound
+
+routes = web.RouteTableDef()
+
+INDEX = "/"
+ASSET = "/console/{asset}"
+
+_TYPES = {
+    "index.html": "text/html",
+    "app.js": "text/javascript",
+    "app.css": "text/css",
+    "favicon.svg": "image/svg+xml",
+}
+ASSETS: dict[str, bytes] = {
+    name: resources.files("metastore.console").joinpath("static", name).read_bytes()
+    for name in _TYPES
+}
+
+HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-cache",
+}
+
+
+def _serve(name: str) -> web.Response:
+    return web.Response(
+        body=ASSETS[name], content_type=_TYPES[name], charset="utf-8", headers=HEADERS
+    )
+
+
+@routes.get(INDEX)
+async def index(request: web.Request) -> web.Response:
+    return _serve("index.html")
+
+
+@routes.get(ASSET)
+async def asset(request: web.Request) -> web.Response:
+    name = request.match_info["asset"]
+    if name not in ASSETS:
+        raise NotFound(f"no console asset {name!r}")
+    return _serve(name)
