@@ -123,14 +123,23 @@ def read_page(
     limit: int,
     shows: Shows,
     max_commits: int = MAX_COMMITS_SCANNED,
+    lagging: bool = False,
 ) -> FeedPage:
     """The events after ``after`` (None: from the oldest retained commit; ``HEAD``: from
     the current HEAD on) up to ``head_id``, at most ``limit`` that ``shows`` keeps, in
-    commit order. Blocking reads: run it through ``Metastore.read``."""
+    commit order. Blocking reads: run it through ``Metastore.read``.
+
+    ``lagging``: this reader's history may be behind the one the cursor came from (a
+    cluster node's view, milliseconds behind another node's): a cursor past HEAD is
+    then not yet here, and the page is empty with ``next`` the cursor itself, so the
+    client asks again (a stream waits). Otherwise (one embedded node) such a cursor
+    was never handed out by this history, or a ref reset left it behind: a 400."""
     head = objects.commit(head_id)
     if after == HEAD:
         return FeedPage([], Position(head.id, head.seq, len(derive(objects, head))), False)
     assert not isinstance(after, str)
+    if after is not None and after.seq > head.seq and lagging:
+        return FeedPage([], after, False)
     chain, start = _chain_after(objects, head, after)
     events: list[Event] = []
     position = after if after is not None else None
@@ -147,9 +156,7 @@ def read_page(
                     more = position.index < len(derived) or commit is not chain[-1]
                     return FeedPage(events, position, more)
         position = Position(commit.id, commit.seq, max(first, len(derived)))
-    if position is None:  # nothing after the cursor: resume where it was
-        assert after is not None
-        position = after
+    assert position is not None  # the chain holds at least HEAD
     return FeedPage(events, position, False)
 
 

@@ -53,13 +53,15 @@ async def events(request: web.Request) -> web.StreamResponse:
     after = _after(request, tenant, catalog, stream)
     cloudevents = _cloudevents(request)
     metastore = request.app[METASTORE]
+    lagging = request.app[CONFIG].cluster_mode
     if stream:
         heartbeat = _heartbeat(request)
         limit = check_limit(_int(request, "limit") or MAX_LIMIT)
-        first = await _page(metastore, request_checker(request), tenant, catalog, after, limit)
+        checker = request_checker(request)
+        first = await _page(metastore, checker, tenant, catalog, after, limit, lagging)
         return await _stream(request, tenant, catalog, first, limit, heartbeat, cloudevents)
     limit = check_limit(_int(request, "limit"))
-    page = await _page(metastore, request_checker(request), tenant, catalog, after, limit)
+    page = await _page(metastore, request_checker(request), tenant, catalog, after, limit, lagging)
     batch = ACCEPT_BATCH in request.headers.get("Accept", "")
     return render_page(request, tenant, catalog, page, cloudevents, batch)
 
@@ -114,11 +116,16 @@ async def _page(
     catalog: str,
     after: Position | str | None,
     limit: int,
+    lagging: bool,
 ) -> FeedPage:
+    """One page from this node's history (``lagging`` in cluster mode: a cursor another
+    node handed out may be ahead of this node's view for a moment)."""
+
     def read() -> FeedPage:
         head = metastore.get_ref(tenant, catalog).head
         objects = metastore.objects(tenant, catalog)
-        return read_page(objects, head, after, limit, shows_for(checker, tenant, catalog))
+        shows = shows_for(checker, tenant, catalog)
+        return read_page(objects, head, after, limit, shows, lagging=lagging)
 
     return await metastore.read(read)
 
@@ -188,7 +195,8 @@ async def _next_page(
     request: web.Request, tenant: str, catalog: str, position: Position, limit: int
 ) -> FeedPage:
     checker = await _recheck(request)
-    return await _page(request.app[METASTORE], checker, tenant, catalog, position, limit)
+    lagging = request.app[CONFIG].cluster_mode
+    return await _page(request.app[METASTORE], checker, tenant, catalog, position, limit, lagging)
 
 
 async def _recheck(request: web.Request) -> Checker | None:
