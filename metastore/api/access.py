@@ -340,6 +340,9 @@ _TABLE: dict[tuple[str, str], Rule] = {
     # operations and tokens
     ("GET", "/health"): OPEN,
     ("GET", "/metrics"): Metrics(),
+    # the API's descriptions: no data, read like /v1/config (any authenticated caller)
+    ("GET", "/api/v1/openapi.json"): ANYONE,
+    ("GET", "/v1/openapi.yaml"): ANYONE,
     ("POST", "/v1/oauth/tokens"): OPEN,
     ("GET", "/api/v1/whoami"): ANYONE,
     # the web console's static pages (it reads data through the APIs, as its user)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from metastore.api import (
+    describe,
     health,
     internal,
     native_admin,
@@ -25,6 +26,7 @@ from metastore.iceberg.setup import ROUTES as ICEBERG_ROUTES
 
 def setup_routes(app: web.Application, config: ServerConfig) -> None:
     app.add_routes(health.routes)
+    describe.setup_api_documents(app)  # the API's descriptions, read from this route table
     app.add_routes(native_admin.routes)
     app.add_routes(native_checkpoints.routes)
     app.add_routes(native_entities.routes)

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import aiohttp
 from aiohttp import web
 
+from metastore.api.documents import ApiDocuments
 from metastore.catalog_storage import CatalogStorage
 from metastore.cluster.node import ClusterNode
 from metastore.cluster.peer_auth import Peers
@@ -43,6 +44,7 @@ SCOPES = web.AppKey("token_scopes", TokenScopes)  # consistency tokens' tenant t
 
 Stats = Callable[[], dict[str, tuple[str, str, int]]]  # name -> (type, help, value)
 METRICS = web.AppKey("metrics", NodeMetrics)  # the histograms (``metastore.metrics``)
+API_DOCUMENTS = web.AppKey("api_documents", ApiDocuments)  # OpenAPI documents, built once
 STATS: web.AppKey[Stats] = web.AppKey("stats")
 # bootstrap steps still running in the background (cluster mode): not ready until empty
 PENDING: web.AppKey[set[str]] = web.AppKey("pending")

@@ -415,6 +415,13 @@ ROWS: dict[tuple[str, str], Row] = {
         fixed("GET", "/api/v1/whoami"), ok_for(200, *ALL_IN_TENANT, "other")
     ),
     ("POST", "/api/v1/token-keys/rotate"): Row(fixed("POST", "/api/v1/token-keys/rotate"), {}),
+    # the API's descriptions: no data, for any authenticated caller (like /v1/config)
+    ("GET", "/api/v1/openapi.json"): Row(
+        fixed("GET", "/api/v1/openapi.json"), ok_for(200, *ALL_IN_TENANT, "other")
+    ),
+    ("GET", "/v1/openapi.yaml"): Row(
+        fixed("GET", "/v1/openapi.yaml"), ok_for(200, *ALL_IN_TENANT, "other")
+    ),
     # the web console: static pages for everyone; the cluster's layout for service admins
     ("GET", "/"): Row(fixed("GET", "/"), ok_for(200, *PERSONAS)),
     ("GET", "/console/{asset}"): Row(fixed("GET", "/console/app.js"), ok_for(200, *PERSONAS)),
