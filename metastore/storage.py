@@ -12,6 +12,8 @@ committed through any other. It holds:
 - ``io_properties``: FileIO properties (an endpoint, path-style addressing), none
   of them secret (secret-looking keys are refused);
 - ``credentials``: a reference to the secrets (``metastore.credentials``);
+- ``vending``: how to vend clients short-lived credentials scoped to one table
+  (``metastore.vending``; S3 only, none by default);
 - ``remote_signing``: whether its tables offer clients remote signing, and the S3
   endpoints clients reach (``metastore.remote_signing``).
 
@@ -34,6 +36,7 @@ from metastore.errors import BadRequest
 from metastore.keys import EntityKey, Kind
 from metastore.locations import Location, normalize
 from metastore.remote_signing import RemoteSigning
+from metastore.vending import VendingSettings
 
 STORAGE_RECORD = EntityKey(Kind.SYSTEM, (), "storage")
 KINDS = ("file", "s3")  # the storage type is the scheme of its locations
@@ -41,6 +44,7 @@ MAX_ALLOWED = 100
 MAX_IO_PROPERTIES = 100
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
+VENDING = "credential-vending"
 _KEY = "storage"  # the record's one property: the storage as the API's JSON, minus version
 
 
@@ -74,6 +78,7 @@ class Storage:
     io_properties: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     credentials: Credentials | None = None
     version: int = 0  # of its record; 0 = not recorded yet (seeded from the node)
+    vending: VendingSettings | None = None
     remote_signing: RemoteSigning = field(default_factory=RemoteSigning)
 
     # --- the API's JSON --------------------------------------------------------------
@@ -115,6 +120,7 @@ class Storage:
             _unique(prefix_text(p) for p in allowed),
             MappingProxyType(dict(io)),
             Credentials.from_json(credentials) if credentials is not None else None,
+            vending=parse_vending(body.get(VENDING), kind, io),
             remote_signing=signing,
         )
 
@@ -131,6 +137,8 @@ class Storage:
             body["credentials"] = self.credentials.to_json()
         if not self.remote_signing.default:
             body["remote-signing"] = self.remote_signing.to_json()
+        if self.vending is not None:
+            body[VENDING] = self.vending.to_json()
         return body
 
     # --- the record --------------------------------------------------------------------
@@ -159,6 +167,7 @@ class Storage:
             MappingProxyType(dict(body["io-properties"])),
             Credentials(**credentials) if credentials else None,
             version,
+            vending=VendingSettings.from_record(body[VENDING]) if VENDING in body else None,
             remote_signing=remote_signing,
         )
 
@@ -183,13 +192,31 @@ def check_io_property(key: Any, value: Any) -> None:
         raise BadRequest(f"storage io-properties: {problem}")
 
 
-def seeded(root: str, io_properties: Mapping[str, str], credentials: Credentials | None) -> Storage:
+def parse_vending(value: Any, kind: str, io: Mapping[str, Any]) -> VendingSettings | None:
+    """A storage's ``credential-vending`` object (absent or null: none); 400 if it is
+    malformed or the storage is not on S3."""
+    if value is None:
+        return None
+    if kind != "s3":
+        raise BadRequest("storage credential-vending needs an s3 storage")
+    endpoint = io.get("s3.endpoint")
+    return VendingSettings.from_json(value, endpoint if isinstance(endpoint, str) else None)
+
+
+def seeded(
+    root: str,
+    io_properties: Mapping[str, str],
+    credentials: Credentials | None,
+    vending: VendingSettings | None = None,
+) -> Storage:
     """The storage of a catalog created without one: the node's warehouse settings
     (``root`` is ``<METASTORE_WAREHOUSE>/<tenant>/<catalog>``)."""
     location = parse_prefix(root, "warehouse root")
     text = prefix_text(location)
     plain = {k: v for k, v in io_properties.items() if not is_secret_key(k)}
-    return Storage(location.scheme, text, (text,), MappingProxyType(plain), credentials)
+    return Storage(
+        location.scheme, text, (text,), MappingProxyType(plain), credentials, vending=vending
+    )
 
 
 def _unique(prefixes: Any) -> tuple[str, ...]:

@@ -17,8 +17,8 @@ vends the same way:
 The session policy (``session_policy``) allows ``s3:GetObject`` (and, for a
 principal who may write the table's data, ``s3:PutObject``, ``s3:DeleteObject``,
 ``s3:AbortMultipartUpload``) on ``arn:aws:s3:::<bucket>/<table prefix>/*``, and
-``s3:ListBucket`` on the bucket only with an ``s3:prefix`` condition naming the
-table's prefix. A location whose key holds a policy wildcard or variable (``*``,
+``s3:ListBucket`` on the bucket only with an ``s3:prefix`` condition inside the
+table's prefix (``<prefix>/...``). A location whose key holds a policy wildcard or variable (``*``,
 ``?``, ``$``) is refused: in a policy it would name more than the table.
 """
 
@@ -173,7 +173,10 @@ def session_policy(scope: Scope, partition: str = "aws") -> str:
                 "Effect": "Allow",
                 "Action": "s3:ListBucket",
                 "Resource": bucket,
-                "Condition": {"StringLike": {"s3:prefix": [scope.prefix, f"{scope.prefix}/*"]}},
+                # "<prefix>" alone would also list a neighbour "<prefix>2"'s keys
+                "Condition": {
+                    "StringLike": {"s3:prefix": [f"{scope.prefix}/", f"{scope.prefix}/*"]}
+                },
             },
             {"Effect": "Allow", "Action": "s3:GetBucketLocation", "Resource": bucket},
         ],

@@ -57,7 +57,13 @@ from metastore.api.guards import (
     ServiceAdmin,
 )
 from metastore.errors import Forbidden
-from metastore.iceberg import catalog_routes, sign_routes, table_routes, view_routes
+from metastore.iceberg import (
+    catalog_routes,
+    credential_routes,
+    sign_routes,
+    table_routes,
+    view_routes,
+)
 from metastore.iceberg.context import PREFIX, catalog_of, flag, identifier, warehouse_of
 from metastore.iceberg.unprefixed import unprefixed
 from metastore.keys import EntityKey, Kind
@@ -446,6 +452,10 @@ _TABLE: dict[tuple[str, str], Rule] = {
         "iceberg_register_table", _ice_register
     ),
     ("GET", TABLE): Requires(P.TABLE_READ_DATA, _ice_named(Kind.TABLE, "table")),
+    # vended credentials reach the table's files: as loading it does (write: its data's writers)
+    ("GET", credential_routes.CREDENTIALS): Requires(
+        P.TABLE_READ_DATA, _ice_named(Kind.TABLE, "table")
+    ),
     ("HEAD", TABLE): Requires(P.TABLE_LIST, _ice_named(Kind.TABLE, "table")),
     ("POST", TABLE): FromBody("iceberg_commit_table", _ice_commit_table),
     ("DELETE", TABLE): FromRequest(_ice_drop_table),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from metastore.catalog_storage import CatalogStorage
 from metastore.codec import Codec
@@ -10,6 +10,7 @@ from metastore.iceberg.files import Warehouse
 from metastore.iceberg.tables import Tables
 from metastore.iceberg.views import Views
 from metastore.service import Metastore
+from metastore.sts import Vendor
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +18,7 @@ class Iceberg:
     tables: Tables
     views: Views
     warehouse: Warehouse
+    vendor: Vendor = field(default_factory=Vendor)  # vended credentials (metastore.sts)
 
     @classmethod
     def build(cls, metastore: Metastore, storage: CatalogStorage, codec: Codec) -> Iceberg:

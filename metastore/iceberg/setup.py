@@ -9,7 +9,14 @@ from aiohttp import web
 
 from metastore.api.typedefs import ICEBERG, METASTORE, STORAGE
 from metastore.codec import default_codec
-from metastore.iceberg import catalog_routes, sign_routes, table_routes, token_routes, view_routes
+from metastore.iceberg import (
+    catalog_routes,
+    credential_routes,
+    sign_routes,
+    table_routes,
+    token_routes,
+    view_routes,
+)
 from metastore.iceberg.services import Iceberg
 
 ROUTES = (
@@ -17,6 +24,7 @@ ROUTES = (
     token_routes.routes,
     table_routes.routes,
     sign_routes.routes,
+    credential_routes.routes,
     view_routes.routes,
 )
 

@@ -31,6 +31,7 @@ from metastore.iceberg.context import (
     named,
     parse,
 )
+from metastore.iceberg.credential_routes import vended_fields
 from metastore.iceberg.metadata_json import metadata_text
 from metastore.iceberg.tables import TEXT, TableChange, table_key
 from metastore.keys import EntityKey, Kind
@@ -110,7 +111,9 @@ async def create_table(request: web.Request) -> web.Response:
         )
         await asyncio.to_thread(tables.prepare_staged, call.tenant, call.catalog, metadata)
         staged = json.loads(metadata_text(metadata))
-        return json_response({"metadata-location": None, "metadata": staged, "config": {}})
+        result: dict[str, Any] = {"metadata-location": None, "metadata": staged, "config": {}}
+        result.update(await vended_fields(request, call, key, metadata.location))
+        return json_response(result)
     location = await asyncio.to_thread(tables.warehouse.new_metadata_location, metadata, None)
     state = await tables.create(
         call.tenant,
@@ -121,7 +124,9 @@ async def create_table(request: web.Request) -> web.Response:
         location,
         extra=call.idempotency.record(200, metadata_location=location),
     )
-    return json_response(state.result())
+    result = state.result()
+    result.update(await vended_fields(request, call, key, metadata.location))
+    return json_response(result)
 
 
 @routes.post(PREFIX + "/namespaces/{namespace}/register")
@@ -163,7 +168,9 @@ async def load_table(request: web.Request) -> web.Response:
         raise BadRequest("query parameter snapshots must be all or refs")
     key = named(request, Kind.TABLE, "table")
     state = await call.metastore.read(call.iceberg.tables.load, call.tenant, call.catalog, key)
-    return json_response(state.result(snapshots))
+    result = state.result(snapshots)
+    result.update(await vended_fields(request, call, key, result["metadata"]["location"]))
+    return json_response(result)
 
 
 async def entity_exists(request: web.Request, kind: Kind, name: str) -> web.Response:

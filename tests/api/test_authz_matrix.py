@@ -670,6 +670,10 @@ ROWS: dict[tuple[str, str], Row] = {
     ("HEAD", "/v1/{prefix}/namespaces/{namespace}/tables/{table}"): Row(
         fixed("HEAD", f"{ICE}/namespaces/{NS}/tables/ice"), ok_for(204, *READERS)
     ),
+    # a catalog without credential-vending settings answers an empty list
+    ("GET", "/v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials"): Row(
+        fixed("GET", f"{ICE}/namespaces/{NS}/tables/ice/credentials"), ok_for(200, *READERS)
+    ),
     ("POST", "/v1/{prefix}/namespaces/{namespace}/tables/{table}"): Row(
         fixed("POST", f"{ICE}/namespaces/{NS}/tables/ice", PROPERTIES), ok_for(200, *WRITERS)
     ),
