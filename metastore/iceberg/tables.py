@@ -54,6 +54,7 @@ from metastore.errors import (
     ValidationFailed,
 )
 from metastore.iceberg import pieces
+from metastore.iceberg.column_defaults import with_defaults
 from metastore.iceberg.files import TableFiles, Warehouse
 from metastore.iceberg.lineage import INITIAL_ROW_ID, check_format_version
 from metastore.iceberg.metadata_json import metadata_text
@@ -249,6 +250,9 @@ class Tables:
             )
         if isinstance(metadata, TableMetadataV3) and metadata.next_row_id is None:
             metadata = metadata.model_copy(update={"next_row_id": INITIAL_ROW_ID})
+        if metadata.format_version > 1:  # version 1 has no column defaults
+            kept = with_defaults(metadata.schemas[0], schema)
+            metadata = metadata.model_copy(update={"schemas": [kept]})
         return metadata
 
     def prepare_staged(self, tenant: str, catalog: str, metadata: TableMetadata) -> None:

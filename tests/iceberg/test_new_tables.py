@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import date, datetime, time as dtime, timezone
+from datetime import UTC, date, datetime
+from datetime import time as dtime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from urllib.parse import urlparse
 from uuid import UUID
 
 import pytest
+import requests
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
@@ -97,8 +99,8 @@ DEFAULTS: list[tuple[PrimitiveType, Any, Any]] = [
     (TimestampType(), datetime(1990, 5, 1, 22, 1, 1), datetime(2000, 5, 1, 22, 1, 1)),
     (
         TimestamptzType(),
-        datetime(1990, 5, 1, 22, 1, 1, tzinfo=timezone.utc),
-        datetime(2000, 5, 1, 22, 1, 1, tzinfo=timezone.utc),
+        datetime(1990, 5, 1, 22, 1, 1, tzinfo=UTC),
+        datetime(2000, 5, 1, 22, 1, 1, tzinfo=UTC),
     ),
     (BinaryType(), b"123", b"456"),
     (FixedType(4), b"1234", b"5678"),
@@ -127,6 +129,59 @@ def test_v3_column_defaults_round_trip(catalog: RestCatalog) -> None:
             assert (field.initial_default, field.write_default) == (initial, write), kind
 
 
+def test_v3_create_keeps_column_defaults(
+    catalog: RestCatalog, catalog_name: str, iceberg_server: Server
+) -> None:
+    """A create renumbers the client's fields; their defaults survive it (PyIceberg
+    drops them before sending, other clients send them: raw HTTP here)."""
+    catalog.create_namespace(("db",))
+    point = {
+        "type": "struct",
+        "fields": [
+            {"id": 11, "name": "x", "type": "int", "required": True, "initial-default": 7},
+        ],
+    }
+    schema = {
+        "type": "struct",
+        "schema-id": 0,
+        "fields": [
+            {
+                "id": 5,
+                "name": "day",
+                "type": "date",
+                "required": True,
+                "initial-default": "1990-03-01",
+                "write-default": "1991-03-01",
+            },
+            {"id": 6, "name": "point", "type": point, "required": False},
+            {
+                "id": 7,
+                "name": "points",
+                "type": {
+                    "type": "list",
+                    "element-id": 8,
+                    "element": point,
+                    "element-required": False,
+                },
+                "required": False,
+            },
+        ],
+    }
+    http = Http(iceberg_server.url, catalog_name)
+    body = {"name": "t", "schema": schema, "properties": V3}
+    reply = http.call("POST", "/namespaces/db/tables", json=body)
+    assert reply.status_code == 200, reply.text
+    loaded = catalog.load_table(("db", "t")).schema()
+    day = loaded.find_field("day")
+    assert (day.field_id, day.initial_default, day.write_default) == (
+        1,
+        date(1990, 3, 1),
+        date(1991, 3, 1),
+    )
+    assert loaded.find_field("point.x").initial_default == 7
+    assert loaded.find_field("points.element.x").initial_default == 7
+
+
 def _snapshot(
     table: Table, snapshot_id: int, parent: int | None, sequence: int, **lineage: int
 ) -> dict[str, Any]:
@@ -146,7 +201,7 @@ def _snapshot(
 
 def _add(
     http: Http, table: Table, snapshot: dict[str, Any], branch: str = "main"
-) -> dict[str, Any] | Any:
+) -> requests.Response:
     body = {
         "requirements": [],
         "updates": [
@@ -208,7 +263,7 @@ def test_upgrade_v2_to_v3(catalog: RestCatalog, catalog_name: str, iceberg_serve
     http = Http(iceberg_server.url, catalog_name)
     path = http.table_path(("db",), "t")
 
-    def upgrade(version: int) -> Any:
+    def upgrade(version: int) -> requests.Response:
         update = {"action": "upgrade-format-version", "format-version": version}
         return http.call("POST", path, json={"requirements": [], "updates": [update]})
 
@@ -241,8 +296,14 @@ def test_v3_features_not_supported_are_named(
         "spec-id": 1,
         "fields": [{"source-ids": [1, 2], "field-id": 1000, "name": "b", "transform": "bucket[4]"}],
     }
+    variant = {
+        "type": "struct",
+        "schema-id": 1,
+        "fields": [{"id": 3, "name": "v", "type": "variant", "required": False}],
+    }
     cases = {
         "Multi argument transforms": {"action": "add-spec", "spec": spec},
+        "variant": {"action": "add-schema", "schema": variant},
         "add-encryption-key": {
             "action": "add-encryption-key",
             "encryption-key": {"key-id": "k", "encrypted-key-metadata": "AA=="},
@@ -268,7 +329,7 @@ def test_failed_creates_leave_the_warehouse_unchanged(
     http = Http(iceberg_server.url, catalog_name)
     schema = json.loads(SCHEMA.model_dump_json())
 
-    def create(name: str, **extra: Any) -> Any:
+    def create(name: str, **extra: Any) -> requests.Response:
         body = {"name": name, "schema": schema, **extra}
         return http.call("POST", "/namespaces/db/tables", json=body)
 
@@ -329,7 +390,7 @@ def test_staged_create_makes_no_folder_outside_the_catalog(
     http = Http(iceberg_server.url, catalog_name)
     schema = json.loads(SCHEMA.model_dump_json())
     inside = iceberg_server.warehouse(catalog_name) / "db" / "t"
-    hostile = [
+    hostile: list[dict[str, Any]] = [
         {"location": (outside / "t").as_uri()},
         {"location": (link / "t").as_uri()},  # inside by name, outside by its real path
         {"location": inside.as_uri(), "properties": {"write.data.path": outside.as_uri()}},

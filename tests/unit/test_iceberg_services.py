@@ -191,7 +191,8 @@ async def test_table_create_commit_and_drop_read_the_store_off_the_loop(stack: S
     stack.persistence.watching = True
     uuid = await _create_table(stack)
     (result,) = await stack.tables.commit(TENANT, CATALOG, [_table_change(uuid)], "test")
-    assert result["metadata"]["properties"] == {"k": "v"}
+    properties = result["metadata"]["properties"]
+    assert properties == {"k": "v", "write.parquet.compression-codec": "zstd"}  # + the default
     await stack.tables.drop(TENANT, CATALOG, TABLE, purge=True, principal="test")
     assert stack.persistence.threads  # the reads were seen...
     assert not stack.reads_on_the_loop()  # ...and none of them on the loop
