@@ -56,7 +56,7 @@ def apply_updates(
             new = new.model_copy(update={"last_updated_ms": now})
     new.spec().check_compatible(new.schema())
     new.sort_order().check_compatible(new.schema())
-    for update in updates:  # a type or default newer than the table's format version: 400
+    for update in updates:  # a type newer than the table's format version: 400
         if isinstance(update, AddSchemaUpdate):
             update.schema_.check_format_version_compatibility(new.format_version)
     if base is None:  # a new table: every field checked, as pyiceberg checks a parsed file

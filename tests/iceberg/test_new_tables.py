@@ -267,6 +267,16 @@ def test_upgrade_v2_to_v3(catalog: RestCatalog, catalog_name: str, iceberg_serve
         update = {"action": "upgrade-format-version", "format-version": version}
         return http.call("POST", path, json={"requirements": [], "updates": [update]})
 
+    nanos = {
+        "type": "struct",
+        "schema-id": 1,
+        "fields": [{"id": 3, "name": "at", "type": "timestamp_ns", "required": False}],
+    }
+    add_nanos = {"requirements": [], "updates": [{"action": "add-schema", "schema": nanos}]}
+    reply = http.call("POST", path, json=add_nanos)  # a version 3 type on a version 2 table
+    assert_error(reply, 400)
+    assert "timestamp_ns" in reply.json()["error"]["message"]
+
     reply = upgrade(4)
     assert_error(reply, 400)
     assert "format version 4" in reply.json()["error"]["message"]
@@ -279,6 +289,7 @@ def test_upgrade_v2_to_v3(catalog: RestCatalog, catalog_name: str, iceberg_serve
     assert _metadata_file(upgraded)["format-version"] == 3
     assert sorted(upgraded.scan().to_arrow()["id"].to_pylist()) == [1, 2, 3]
 
+    assert http.call("POST", path, json=add_nanos).status_code == 200  # now it may
     assert upgrade(3).status_code == 200  # already there: nothing to do
     assert_error(upgrade(2), 400)  # no downgrade
     assert catalog.load_table(("db", "t")).format_version == 3
