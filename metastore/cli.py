@@ -154,6 +154,7 @@ def serve(config: ServerConfig) -> int:
     or its address cannot be used, or if another node refuses its credential."""
     from metastore.api import server
     from metastore.api.app import create_app
+    from metastore.api.refusals import address, refusal
     from metastore.cluster.protocol import PeerRefused
 
     try:
@@ -165,8 +166,7 @@ def serve(config: ServerConfig) -> int:
     try:
         _check_address(config.host, config.port)
     except OSError as exc:
-        reason = exc.strerror or str(exc)
-        _refuse(f"host/port: cannot listen on {config.host}:{config.port} ({reason})")
+        _refuse(address(config, exc))
         return 2
     logs.configure(config.log_level, config.log_format)
     if config.restore_from:
@@ -195,10 +195,11 @@ def serve(config: ServerConfig) -> int:
     except PeerRefused as exc:  # the cluster secrets (or CAs) differ: nothing to retry
         _refuse(exc.message)
         return 2
-    except OSError as exc:
-        if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
-            raise
-        _refuse(f"host/port: cannot listen on {config.host}:{config.port} ({exc.strerror})")
+    except Exception as exc:
+        line = refusal(exc, config)  # what an operator can fix, as one line
+        if line is None:
+            raise  # a defect: the traceback is the report
+        print(f"metastore: cannot start: {line}", file=sys.stderr)
         return 2
     return 0
 

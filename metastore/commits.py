@@ -342,6 +342,8 @@ class CommitLogic:
         else:
             self._write_entity(objects, state, key, entity, ctx.new_id, now_us)
         self._derive(location_index.claim(current, entity, records), state, objects, now_us)
+        if isinstance(change, UndropEntity) and entity is not None:
+            self._derive(location_index.reclaim(entity, records), state, objects, now_us)
         results[key] = entity
         recorded.append(CommitChange(key.encode(), action))
 

@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from metastore.changes import Change, CreateEntity, DeleteEntity
-from metastore.errors import BadRequest
+from metastore.dropped import record_key as dropped_key
+from metastore.errors import AlreadyExists, BadRequest
 from metastore.index import IndexValue
 from metastore.keys import EntityKey, Kind
 from metastore.locations import Location, normalize
@@ -56,14 +57,22 @@ class Records:
             return None
         return int(self._entity(value[1]).properties.get(HOLDER, "0"))
 
-    def overlapping(self, location: Location) -> str | None:
-        """A held location (its key) equal to, containing or inside ``location``, if any."""
+    def overlapping(self, location: Location, live_only: bool = False) -> str | None:
+        """A held location (its key) equal to, containing or inside ``location``, if any;
+        with ``live_only``, one a live table or view holds (not a dropped one)."""
         root = f"{location.scheme}://{location.authority}/"
         for size in range(len(location.decoded) + 1):
             ancestor = root + "/".join(location.decoded[:size])
-            if self._index.get(record_key(ancestor).encode()) is not None:
+            found = self._index.get(record_key(ancestor).encode()) is not None
+            if found and not (live_only and self._dropped(ancestor)):
                 return ancestor
-        return next(iter(self._below(location)), None)
+        below = (key for key in self._below(location) if not (live_only and self._dropped(key)))
+        return next(below, None)
+
+    def _dropped(self, key: str) -> bool:
+        """The holder of ``key`` is a dropped table or view, kept until it is collected."""
+        holder = self.holder(key)
+        return holder is not None and self._index.get(dropped_key(holder).encode()) is not None
 
     def inside(self, location: Location) -> list[str]:
         """The held locations (their keys) equal to ``location`` or inside it."""
@@ -97,7 +106,10 @@ def claim(before: Entity | None, after: Entity | None, records: Records) -> Chan
     new = normalize(after.location, f"{after.kind.label} location")
     if new.key == _held(before):
         return None
-    clash = records.overlapping(new)
+    # a dropped table's location yields to a live one (its files are not purged from under
+    # it: a purge keeps what a live location holds), as a drop followed by a register of
+    # the same metadata expects; that dropped table cannot be undropped while it is taken
+    clash = records.overlapping(new, live_only=True)
     if clash is not None:
         how = "is" if clash == new.key else "overlaps"
         raise BadRequest(
@@ -106,6 +118,23 @@ def claim(before: Entity | None, after: Entity | None, records: Records) -> Chan
         )
     attributes = {HOLDER: str(after.entity_id), "kind": after.kind.label}
     return CreateEntity(record_key(new.key), attributes)
+
+
+def reclaim(entity: Entity, records: Records) -> Change | None:
+    """The record an undropped table or view takes back, if its location yielded to
+    another one since the drop (409 if something holds or overlaps it now)."""
+    held = _held(entity)
+    if held is None or records.holder(held) == entity.entity_id:
+        return None  # never held one, or holds it still
+    location = normalize(held)
+    clash = records.overlapping(location)
+    if clash is not None:
+        raise AlreadyExists(
+            f"{entity.kind.label} location {location} was taken by another table or view "
+            f"(at {clash}) since the drop"
+        )
+    attributes = {HOLDER: str(entity.entity_id), "kind": entity.kind.label}
+    return CreateEntity(record_key(held), attributes)
 
 
 def _held(entity: Entity | None) -> str | None:

@@ -63,6 +63,22 @@ class StoreFormatError(MetastoreError):
     """The database was written in a layout this release cannot read."""
 
 
+class StoreLocked(MetastoreError):
+    """Another process has the database open (RocksDB's ``LOCK`` file is held)."""
+
+
+class StoreUnreadable(MetastoreError):
+    """RocksDB refused to open the directory: not a database, or a damaged one."""
+
+
+def _open_error(path: str, exc: Exception) -> MetastoreError:
+    """rocksdict's bare ``Exception`` (RocksDB's status text) as one of our outcomes."""
+    status = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if "lock file" in status.lower() or "/LOCK" in status:
+        return StoreLocked(f"RocksDB: {status}")
+    return StoreUnreadable(f"RocksDB: {status}")
+
+
 class RocksDB:
     """One open RocksDB in raw mode: keys and bytes, no objects or refs.
 
@@ -76,7 +92,10 @@ class RocksDB:
         self._write_opt.sync = sync
         options = Options(raw_mode=True)
         options.create_if_missing(True)
-        db = Rdict(self.path, options)
+        try:
+            db = Rdict(self.path, options)
+        except Exception as exc:  # rocksdict raises a bare Exception with RocksDB's status
+            raise _open_error(self.path, exc) from None
         self._db: Rdict | None = db
         try:
             self._check_format()

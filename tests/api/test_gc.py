@@ -124,8 +124,9 @@ def assert_clean(node: NodeProcess, catalog: str) -> None:
 
 
 def drop_and_age(client: RestCatalog, table: str) -> None:
-    """Drop ``table`` and push its commits out of the ref's recent HEADs."""
-    client.drop_table(("ns", table))
+    """Drop ``table`` for good and push its commits out of the ref's recent HEADs (a
+    purge: a drop without one keeps the table, reachable, for the catalog's retention)."""
+    client.purge_table(("ns", table))
     for i in range(RECENT_HEADS + 1):
         client.create_namespace(f"filler{i}_{uuid.uuid4().hex[:6]}")
 
@@ -269,7 +270,7 @@ def test_commits_racing_sweeps_never_leave_a_dangling_reference(
     name, client = catalog
     for i in range(3):
         client.create_table(("ns", f"old{i}"), SCHEMA)
-        client.drop_table(("ns", f"old{i}"))
+        client.purge_table(("ns", f"old{i}"))  # for good: no retention
     for i in range(RECENT_HEADS + 1):
         client.create_namespace(f"age{i}")
     head, candidates = mark(catalog_rows(node, name))

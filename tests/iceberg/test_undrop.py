@@ -192,3 +192,23 @@ def test_the_expiry_keeps_a_dropped_table_within_its_retention_and_collects_it_a
     assert native.expire()["collected"] == 0
     again = catalog.create_table(("db", "t2"), SCHEMA, location=location)  # location freed
     assert again.metadata.location == location
+
+
+def test_a_dropped_tables_location_yields_to_a_register_of_its_metadata(
+    iceberg_server: Server, catalog_name: str, catalog: RestCatalog
+) -> None:
+    """Drop without purge, then register the same metadata under another name (how tables
+    move between names and catalogs): the dropped one's location yields to the live one,
+    it cannot be undropped while that one holds it, and its collection keeps their files."""
+    native = Native(iceberg_server.url, catalog_name)
+    catalog.create_namespace(("db",))
+    catalog.create_table(("db", "orig"), SCHEMA).append(rows([1, 2, 3]))
+    metadata_location = catalog.load_table(("db", "orig")).metadata_location
+    catalog.drop_table(("db", "orig"))
+    again = catalog.register_table(("db", "again"), metadata_location)
+    assert_error(native.undrop("orig"), 409, "AlreadyExistsException")  # its location is taken
+
+    native.retention(0)
+    assert native.expire()["collected"] == 1  # its purge keeps what the live table holds
+    assert sorted(again.refresh().scan().to_arrow()["id"].to_pylist()) == [1, 2, 3]
+    assert_error(native.undrop("orig"), 404)
