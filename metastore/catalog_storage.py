@@ -51,6 +51,7 @@ from metastore.requirements import AssertNotExists, AssertVersion, Requirement
 from metastore.retry import RetryPolicy
 from metastore.service import Metastore
 from metastore.storage import STORAGE_RECORD, Storage, seeded
+from metastore.vending import VendingSettings
 
 log = logging.getLogger(__name__)
 # Waiting for the owners (cluster mode) of catalogs without a storage record.
@@ -67,6 +68,7 @@ class NodeStorage:
     sources: CredentialSources
     roots: tuple[Location, ...] = ()
     data_dir: Path | None = None
+    vending: VendingSettings | None = None
 
     @classmethod
     def of(cls, config: ServerConfig) -> NodeStorage:
@@ -77,6 +79,7 @@ class NodeStorage:
             CredentialSources.of_process(config.credentials_dir, config.warehouse_io),
             config.storage_root_list,
             config.data_dir.resolve(),
+            config.seed_vending,
         )
 
 
@@ -104,7 +107,7 @@ class CatalogStorage:
 
     def seed(self, tenant: str, catalog: str) -> Storage:
         root = catalog_root(self.node.warehouse_root, tenant, catalog)
-        return seeded(root, self.node.io_properties, self.node.credentials)
+        return seeded(root, self.node.io_properties, self.node.credentials, self.node.vending)
 
     def io_properties(self, storage: Storage) -> dict[str, str]:
         """The FileIO properties of ``storage`` with its secrets, read now (blocking);

@@ -52,6 +52,7 @@ from metastore.paging import MAX_PAGE_SIZE
 from metastore.persistence.base import DEFAULT_RECENT_HEADS
 from metastore.security.oidc import OidcSettings
 from metastore.storage import parse_prefix
+from metastore.vending import VendingSettings
 
 ENV_PREFIX = "METASTORE_"
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
@@ -139,6 +140,9 @@ class ServerConfig:
     warehouse: str = ""
     warehouse_io: str = ""  # FileIO properties as JSON, e.g. {"s3.endpoint": ...} (secret)
     warehouse_credentials: str = ""  # {"env": NAME} or {"file": PATH}: the seeded secrets
+    # {"role-arn": ..., "duration-seconds": ..., "sts-endpoint": ...}: the seeded storage's
+    # credential vending (metastore/vending.py; an s3:// warehouse only; "" = none)
+    warehouse_vending: str = ""
     credentials_dir: str = "/run/secrets"  # credential files are read only inside it
     storage_roots: str = ""  # comma-separated prefixes every catalog's storage lies in ("" = any)
     # --- authentication: see metastore/security/authenticator.py ---
@@ -269,6 +273,7 @@ class ServerConfig:
             if problem is not None:
                 raise ConfigError("warehouse_io", problem)
         self.seed_credentials  # noqa: B018 - refuses a malformed or doubled reference
+        self.seed_vending  # noqa: B018 - refuses malformed vending settings
         if self.credentials_dir and not Path(self.credentials_dir).is_absolute():
             raise ConfigError("credentials_dir", "must be an absolute path")
         roots = self.storage_root_list  # refuses malformed prefixes
@@ -301,6 +306,24 @@ class ServerConfig:
                 f"set, and {NODE_IO_ENV} holds secret keys too: give credentials in one place",
             )
         return reference
+
+    @property
+    def seed_vending(self) -> VendingSettings | None:
+        """The seeded storage's credential vending (``warehouse_vending``), or none."""
+        if not self.warehouse_vending:
+            return None
+        try:
+            value = json.loads(self.warehouse_vending)
+        except ValueError:
+            raise ConfigError("warehouse_vending", "must be a JSON object") from None
+        if not self.warehouse_root.startswith("s3://"):
+            raise ConfigError(
+                "warehouse_vending", "vends S3 credentials: set an s3:// METASTORE_WAREHOUSE"
+            )
+        try:
+            return VendingSettings.from_json(value, self.warehouse_properties.get("s3.endpoint"))
+        except BadRequest as exc:
+            raise ConfigError("warehouse_vending", exc.message) from None
 
     @property
     def storage_root_list(self) -> tuple[Location, ...]:

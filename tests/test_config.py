@@ -8,6 +8,7 @@ the setting, no traceback, and never a secret in the message.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -21,6 +22,7 @@ from harness.process import free_port
 from metastore.config import ENV_PREFIX, RANGES, SECRETS, ServerConfig
 from metastore.config_rules import ConfigError
 from metastore.credentials import Credentials
+from metastore.vending import VendingSettings
 
 SECRET = "correct-horse-battery"  # never to appear in a message
 
@@ -68,6 +70,12 @@ REFUSED_ENV: list[tuple[str, str, str]] = [
     ("METASTORE_WAREHOUSE_IO", '{"py-io-impl": "some.FileIO"}', "not an S3 FileIO property"),
     ("METASTORE_WAREHOUSE_IO", '{"s3.retry-strategy-impl": "x.Y"}', "names a class to load"),
     ("METASTORE_WAREHOUSE_CREDENTIALS", "env:X", 'must be {"env": NAME} or {"file": PATH}'),
+    ("METASTORE_WAREHOUSE_VENDING", "{not json", "must be a JSON object"),
+    (
+        "METASTORE_WAREHOUSE_VENDING",
+        '{"role-arn": "arn:aws:iam::123456789012:role/r"}',
+        "set an s3:// METASTORE_WAREHOUSE",
+    ),
     ("METASTORE_WAREHOUSE_CREDENTIALS", '{"env": "HOME"}', "METASTORE_STORAGE_CREDENTIALS_"),
     ("METASTORE_WAREHOUSE_CREDENTIALS", '{"file": "secrets.json"}', "absolute, normalized"),
     ("METASTORE_CREDENTIALS_DIR", "run/secrets", "must be an absolute path"),
@@ -265,6 +273,10 @@ def assert_refused(done: subprocess.CompletedProcess[str], *parts: str) -> None:
         ({"METASTORE_TOKEN_TTL_SECONDS": "-5"}, ("METASTORE_TOKEN_TTL_SECONDS",)),
         ({"METASTORE_LEASE_SECONDS": "nan"}, ("METASTORE_LEASE_SECONDS", "nan")),
         ({"METASTORE_LOG_LEVEL": "LOUD"}, ("METASTORE_LOG_LEVEL",)),
+        (
+            {"METASTORE_WAREHOUSE": "s3://b/wh", "METASTORE_WAREHOUSE_VENDING": '{"role-arn": 1}'},
+            ("METASTORE_WAREHOUSE_VENDING", "role-arn must be an IAM role ARN"),
+        ),
     ],
 )
 def test_serve_refuses_a_bad_setting_with_one_line_and_status_2(
@@ -323,6 +335,39 @@ def test_the_seeded_storage_names_its_credentials_by_reference() -> None:
         ServerConfig(warehouse_credentials=named, warehouse_io=secret)
     assert "give credentials in one place" in str(refused.value)
     assert "hunter2-x" not in str(refused.value)
+
+
+ROLE = "arn:aws:iam::123456789012:role/vending"
+
+
+@pytest.mark.parametrize(
+    ("vending", "problem"),
+    [
+        ({"role-arn": ROLE, "duration-seconds": 899}, "duration-seconds must be an integer"),
+        ({"role-arn": ROLE, "sts-endpoint": "http://10.0.0.1"}, "sts-endpoint must be AWS's STS"),
+        ({"role-arn": ROLE, "extra": 1}, "unknown keys ['extra']"),
+    ],
+)
+def test_the_seeded_vending_settings_are_checked(vending: dict[str, object], problem: str) -> None:
+    env = {"METASTORE_WAREHOUSE": "s3://b/wh", "METASTORE_WAREHOUSE_VENDING": json.dumps(vending)}
+    with pytest.raises(ConfigError) as refused:
+        ServerConfig.load({}, env=env)
+    message = str(refused.value)
+    assert message.startswith("METASTORE_WAREHOUSE_VENDING: "), message
+    assert problem in message and "\n" not in message, message
+
+
+def test_the_seeded_vending_settings() -> None:
+    env = {
+        "METASTORE_WAREHOUSE": "s3://b/wh",
+        "METASTORE_WAREHOUSE_IO": '{"s3.endpoint": "http://minio:9000"}',
+        "METASTORE_WAREHOUSE_VENDING": json.dumps(
+            {"role-arn": ROLE, "duration-seconds": 900, "sts-endpoint": "http://minio:9000/"}
+        ),
+    }
+    found = ServerConfig.load({}, env=env).seed_vending
+    assert found == VendingSettings(ROLE, 900, "http://minio:9000")
+    assert ServerConfig.load({}, env={}).seed_vending is None
 
 
 def test_serve_refuses_a_cluster_node_without_shared_storage(tmp_path: Path) -> None:

@@ -228,3 +228,27 @@ def test_vending_needs_s3_storage(vending: Vending, tmp_path: Path) -> None:
         "root", "POST", f"{TENANT}/catalogs", json={"name": name, "storage": storage}
     )
     assert_error(reply, 400)
+
+
+def test_a_seeded_catalog_vends_with_the_nodes_settings(
+    s3_iam_server: S3Process, tmp_path: Path
+) -> None:
+    """A node whose warehouse seeds every catalog's storage, vending included (auth off:
+    everyone may write)."""
+    s3 = s3_iam_server
+    bucket = s3.make_bucket(f"seed-{uuid.uuid4().hex[:12]}")
+    env = {
+        "METASTORE_WAREHOUSE": f"s3://{bucket}/wh",
+        "METASTORE_WAREHOUSE_IO": json.dumps(s3.io_properties()),
+        "METASTORE_WAREHOUSE_CREDENTIALS": json.dumps({"env": SECRETS_ENV}),
+        SECRETS_ENV: json.dumps(s3.admin.io_properties()),
+        "METASTORE_WAREHOUSE_VENDING": json.dumps({"role-arn": s3.role_arn}),
+    }
+    with NodeProcess(tmp_path / "data", log_path=tmp_path / "node.log", env=env) as node:
+        client = RestCatalog("seeded", uri=node.url, **s3.io_properties())  # the default catalog
+        client.create_namespace(("db",))
+        table = client.create_table(("db", "t"), SCHEMA)
+        table.append(rows([5, 6]))
+        assert sorted(client.load_table(("db", "t")).scan().to_arrow()["id"].to_pylist()) == [5, 6]
+        assert table.io.properties["s3.session-token"]
+    assert s3.keys_in(bucket, "wh/default/default/db/t/data/")
