@@ -22,6 +22,7 @@ from metastore.api import (
 from metastore.config import ServerConfig
 from metastore.console.routes import routes as console_routes
 from metastore.iceberg.setup import ROUTES as ICEBERG_ROUTES
+from metastore.iceberg.unprefixed import add_unprefixed
 
 
 def setup_routes(app: web.Application, config: ServerConfig) -> None:
@@ -42,3 +43,4 @@ def setup_routes(app: web.Application, config: ServerConfig) -> None:
         app.add_routes(internal.routes)
     for table in ICEBERG_ROUTES:
         app.add_routes(table)
+    add_unprefixed(app.router)  # last: every Iceberg route under /v1/{prefix}/ gets its twin

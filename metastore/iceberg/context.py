@@ -60,17 +60,27 @@ _CALL = web.RequestKey("iceberg-call", Call)  # the Call, built once per request
 
 def catalog_of(request: web.Request) -> tuple[str, str]:
     """``(tenant, catalog)`` the request's ``{prefix}`` names, read from the path alone
-    (``Call.of`` then checks that it exists; authorization runs on the names first)."""
-    return decode_prefix(request.match_info["prefix"], request.app[CONFIG].default_tenant)
+    (``Call.of`` then checks that it exists; authorization runs on the names first).
+    A route without a prefix (``metastore.iceberg.unprefixed``) names the catalog
+    ``/v1/config`` gives without a warehouse."""
+    prefix = request.match_info.get("prefix")
+    if prefix is None:
+        return _own_tenant(request), request.app[CONFIG].default_catalog
+    return decode_prefix(prefix, request.app[CONFIG].default_tenant)
 
 
 def warehouse_of(request: web.Request) -> tuple[str, str]:
     """``(tenant, catalog)`` of ``GET /v1/config``'s ``warehouse`` (default: the default
     catalog): a bare catalog name is in the caller's tenant, or in the default tenant
     with authentication off (where every caller is anonymous)."""
+    warehouse = request.query.get("warehouse") or request.app[CONFIG].default_catalog
+    return decode_warehouse(warehouse, _own_tenant(request))
+
+
+def _own_tenant(request: web.Request) -> str:
+    """The caller's tenant; the default tenant with authentication off."""
     config = request.app[CONFIG]
-    own = caller(request).tenant if config.auth_enabled else config.default_tenant
-    return decode_warehouse(request.query.get("warehouse") or config.default_catalog, own)
+    return caller(request).tenant if config.auth_enabled else config.default_tenant
 
 
 def idempotent(handler: Handler) -> Handler:

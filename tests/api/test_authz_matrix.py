@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from harness.node import NodeProcess
 from metastore.api.access import RULES
 from metastore.api.app import create_app
 from metastore.config import ServerConfig
+from metastore.iceberg.unprefixed import unprefixed
 
 from .access_support import ROOT, SECRET, Admin, Caller, login, secured_env, seg, tenant_path
 from .support import TIMEOUT, Api, Reply, unique
@@ -714,6 +715,27 @@ ROWS: dict[tuple[str, str], Row] = {
     ),
     ("POST", "/v1/{prefix}/views/rename"): Row(ice_rename_view, ok_for(204, "cadmin")),
 }
+
+
+def without_prefix(row: Row) -> Row:
+    """The row of an Iceberg route's twin without a prefix: the same call on ``/v1/...``,
+    which serves the caller's default catalog: the catalog under test for this tenant's
+    personas, while another tenant's admin reaches its own tenant's, which does not
+    exist (404, nothing changed)."""
+
+    async def build(world: World) -> Request:
+        request = await row.build(world)
+        assert request.path.startswith(f"{ICE}/"), request.path
+        request.path = "/v1/" + request.path.removeprefix(f"{ICE}/")
+        return request
+
+    return replace(row, build=build, refused={**row.refused, "other": 404})
+
+
+for (_method, _template), _row in list(ROWS.items()):
+    _twin = unprefixed(_template)
+    if _twin is not None:
+        ROWS[(_method, _twin)] = without_prefix(_row)
 
 
 # --- the routes the application has -------------------------------------------------------

@@ -38,3 +38,12 @@ def test_a_bare_warehouse_is_in_the_callers_tenant() -> None:
 def test_malformed_warehouses_are_refused(warehouse: str) -> None:
     with pytest.raises(InvalidName, match="tenant/catalog"):
         decode_warehouse(warehouse, "acme")
+
+
+def test_the_catalog_namespaces_never_has_a_bare_prefix() -> None:
+    """``/v1/namespaces/...`` is the routes without a prefix (the default catalog's)."""
+    assert encode_prefix("default", "namespaces", DEFAULT) == "default~namespaces"
+    assert decode_prefix("default~namespaces", DEFAULT) == ("default", "namespaces")
+    assert encode_prefix("acme", "namespaces", DEFAULT) == "acme~namespaces"
+    with pytest.raises(InvalidName, match="default~namespaces"):
+        decode_prefix("namespaces", DEFAULT)
