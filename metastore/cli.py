@@ -67,6 +67,9 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+_ON = ("1", "true", "yes", "on")  # METASTORE_PUBLISH_EVENTS, as the node reads it
+
+
 def _add_topics(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     topics = commands.add_parser("topics", help="create, describe or check the changelog topics")
     actions = topics.add_subparsers(dest="action", required=True)
@@ -92,6 +95,12 @@ def _add_topics(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         )
         sub.add_argument("--partitions", type=int, default=12, help="default 12")
         sub.add_argument("--replication-factor", type=int, default=1, help="default 1")
+        sub.add_argument(
+            "--events",
+            action="store_true",
+            default=os.environ.get("METASTORE_PUBLISH_EVENTS", "").lower() in _ON,
+            help="also the change events topic <prefix>.events (env METASTORE_PUBLISH_EVENTS)",
+        )
         sub.add_argument("--timeout", type=float, default=10.0, help="seconds per broker call")
 
 
@@ -237,8 +246,9 @@ def topics(args: argparse.Namespace) -> int:
             partitions=args.partitions,
             replication_factor=args.replication_factor,
             kafka_properties=properties_from_env(os.environ),
+            publish_events=args.events,
         )
-        changelog.load_specs()
+        changelog.specs_for(config)
     except ValueError as exc:
         print(f"metastore: invalid configuration: {exc}", file=sys.stderr)
         return 2
@@ -261,5 +271,6 @@ def topics(args: argparse.Namespace) -> int:
         for problem in problems:
             print(f"  - {problem}", file=sys.stderr)
         return 1
-    print(f"ok: {config.refs_topic} and {config.objects_topic} are safe")
+    names = [spec.name(config) for spec in changelog.specs_for(config)]
+    print(f"ok: {', '.join(names[:-1])} and {names[-1]} are safe")
     return 0

@@ -35,6 +35,7 @@ from metastore.config_rules import (
     check_choice,
     check_host,
     check_pattern,
+    check_publish_events,
     check_range,
     check_type,
     check_uri,
@@ -131,6 +132,8 @@ class ServerConfig:
     session_timeout_ms: int = 6000  # owner crash detection
     forward_timeout_s: float = 30.0  # a forwarded write gives up (503) after this
     consistency_wait_s: float = 10.0  # a read given a consistency token waits at most this
+    # owners also produce each commit's change events to <prefix>.events, in its transaction
+    publish_events: bool = False
     # a checkpoint of a view (another node's, or `metastore rebuild --out`) to start an
     # empty view from, so the node reads only the tail ("" = read the whole log)
     restore_from: str = ""
@@ -237,6 +240,7 @@ class ServerConfig:
         part = "1-200 of A-Z a-z 0-9 . _ -"
         check_pattern("topic_prefix", self.topic_prefix, TOPIC_NAME_PART, part)
         check_pattern("cluster_id", self.cluster_id, TOPIC_NAME_PART, part)
+        check_publish_events("publish_events", self.publish_events, cluster=self.cluster_mode)
         if self.restore_from:
             check_checkpoint_dir("restore_from", self.restore_from, cluster=self.cluster_mode)
 

@@ -156,6 +156,17 @@ def check_checkpoint_dir(setting: str, path: str, *, cluster: bool) -> None:
         )
 
 
+def check_publish_events(setting: str, enabled: bool, *, cluster: bool) -> None:
+    """Change events are published by the partition owners of a cluster, into their Kafka
+    transactions: an embedded node has no topic to publish to (its feed is the HTTP one)."""
+    if enabled and not cluster:
+        raise ConfigError(
+            setting,
+            "needs cluster mode (--kafka): an embedded node publishes no Kafka events; read"
+            " its change feed at GET /api/v1/tenants/{t}/catalogs/{c}/events",
+        )
+
+
 def check_choice(setting: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise ConfigError(setting, f"must be one of {', '.join(choices)}, got {value!r}")

@@ -58,6 +58,8 @@ from metastore.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
+EVENT_HEADER = ("content-type", b"application/json")  # a change event (the events topic)
+
 # Taking over again after a failure (broker unreachable, own barrier not applied in
 # time): a steady pause, while the group still assigns the partition here.
 TAKEOVER_RETRY = RetryPolicy(base_s=1.0, max_s=1.0, jitter=False)
@@ -101,6 +103,7 @@ class _Write:
     ref: RefUpdate | None
     updateable: tuple[ObjKey, str | None, UpdateableObject | None] | None
     deletes: Sequence[ObjKey] = ()  # GC: tombstones ahead of ``objects``
+    events: Sequence[tuple[bytes, bytes]] = ()  # change events (key, value), same transaction
     done: Future[int] = field(default_factory=Future)  # result: a consistency token
 
 
@@ -165,8 +168,11 @@ class PartitionOwner:
         objects: Sequence[StoredObject],
         ref: RefUpdate | None,
         deletes: Sequence[ObjKey] = (),
+        events: Sequence[tuple[bytes, bytes]] = (),
     ) -> Future[int]:
-        return self._enqueue(_Write(objects, ref, None, deletes))
+        """Queue a write; ``events`` (opt-in: the events topic) are produced in the same
+        transaction as its objects and ref record, and only if its CAS holds."""
+        return self._enqueue(_Write(objects, ref, None, deletes, events))
 
     def submit_updateable(
         self, key: ObjKey, expected_token: str | None, new: UpdateableObject | None
@@ -287,6 +293,7 @@ class PartitionOwner:
         heads: dict[RefKey, int | None] = {}
         tokens: dict[ObjKey, str | None] = {}
         records: list[Produced] = []
+        events: list[Produced] = []
         written: set[ObjKey] = set()
         for write in batch:
             try:
@@ -298,11 +305,12 @@ class PartitionOwner:
             records.extend(self._deletions(write, written))
             records.extend(self._records.object(o, self.epoch) for o in write.objects)
             written.update(o.key for o in write.objects)
+            events.extend(Produced("events", k, v, [EVENT_HEADER]) for k, v in write.events)
         if not accepted:
             return Outcome.OK
         started = time.perf_counter()
         try:
-            dropped = self._transact_with_refs(records, accepted)
+            dropped = self._transact_with_refs(records, accepted, events)
         except Exception as exc:
             log.error("partition %d: transaction failed: %s", self.partition, exc)
             for write in accepted:
@@ -373,11 +381,13 @@ class PartitionOwner:
                 raise RefConditionFailed(f"updateable {obj_key}: token moved")
             tokens[obj_key] = new.token if new is not None else None
 
-    def _transact_with_refs(self, objects: list[Produced], writes: list[_Write]) -> set[int]:
+    def _transact_with_refs(
+        self, objects: list[Produced], writes: list[_Write], events: list[Produced]
+    ) -> set[int]:
         """Commit one transaction; the indexes of ``writes`` whose records the view dropped."""
         producer = self._require_producer()
         with fencing_as_error(self.partition):
-            ref_offsets, tail, owners = self._produce_all(producer, objects, writes)
+            ref_offsets, tail, owners = self._produce_all(producer, objects, writes, events)
             producer.commit_transaction(self._config.transaction_timeout_s)
         # Acknowledge only what this node's view has applied (read-your-writes, next CAS).
         roles: tuple[Role, ...] = ("refs", "objects")
@@ -397,13 +407,20 @@ class PartitionOwner:
         return dropped
 
     def _produce_all(
-        self, producer: Producer, objects: list[Produced], writes: list[_Write]
+        self,
+        producer: Producer,
+        objects: list[Produced],
+        writes: list[_Write],
+        events: list[Produced],
     ) -> tuple[list[int], list[Produced], list[int]]:
-        """Begin the transaction and send the batch: the objects first, then every ref
-        and updateable record with the index of the write it belongs to."""
+        """Begin the transaction and send the batch: the objects first, the change events
+        (their own topic), then every ref and updateable record with the index of the
+        write it belongs to."""
         producer.begin_transaction()
         offsets = self._produce_and_flush(producer, objects) if objects else []
         objects_offset = max(offsets) + 1 if offsets else 0
+        if events:
+            self._produce_and_flush(producer, events)
         tail: list[Produced] = []
         owners: list[int] = []  # tail record -> index of its write
         for i, write in enumerate(writes):
@@ -450,9 +467,7 @@ class PartitionOwner:
             return done
 
         for i, record in enumerate(records):
-            topic = (
-                self._config.refs_topic if record.topic == "refs" else self._config.objects_topic
-            )
+            topic = self._config.topic(record.topic)
             producer.produce(
                 topic,
                 key=record.key,

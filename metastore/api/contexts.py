@@ -85,6 +85,7 @@ def cluster_config(config: ServerConfig) -> ClusterConfig:
         cluster=config.cluster_id,
         partitions=config.partitions,
         session_timeout_ms=config.session_timeout_ms,
+        publish_events=config.publish_events,
         kafka_properties=config.kafka_client_properties,
     )
 

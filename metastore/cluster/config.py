@@ -170,6 +170,8 @@ class ClusterConfig:
     transaction_timeout_s: float = 10.0  # our own bound on commit/abort (never wait forever)
     # the operator's librdkafka properties (TLS, SASL, ...): every client gets them
     kafka_properties: Mapping[str, str] = field(default_factory=dict, repr=False, hash=False)
+    # owners also produce each commit's change events to <prefix>.events, in its transaction
+    publish_events: bool = False
 
     def __post_init__(self) -> None:
         if self.partitions < 1:
@@ -211,6 +213,18 @@ class ClusterConfig:
     @property
     def objects_topic(self) -> str:
         return f"{self.prefix}.objects"
+
+    @property
+    def events_topic(self) -> str:
+        return f"{self.prefix}.events"
+
+    def topic(self, role: str) -> str:
+        """The topic of a role: ``refs``, ``objects`` or ``events``."""
+        return {
+            "refs": self.refs_topic,
+            "objects": self.objects_topic,
+            "events": self.events_topic,
+        }[role]
 
     def transactional_id(self, partition: int) -> str:
         return f"{self.cluster}.{self.refs_topic}.{partition}"

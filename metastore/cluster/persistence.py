@@ -30,8 +30,10 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from metastore.cluster import protocol
+from metastore.cluster.event_records import EventRecord, EventRecords
 from metastore.cluster.node import ClusterNode
 from metastore.cluster.peer_auth import Peers
+from metastore.codec import default_codec
 from metastore.errors import CommitStateUnknown, NotOwner, RefConditionFailed, ServiceUnavailable
 from metastore.keys import ObjKey, RefKey
 from metastore.persistence.base import Ref, RefUpdate, StoredObject, UpdateableObject
@@ -49,6 +51,10 @@ class KafkaPersistence:
         self.node = node
         self._peers = peers
         self._view = node.store
+        # opt-in: each write's change events go into its owner's transaction
+        self._events: EventRecords | None = None
+        if node.config.publish_events:
+            self._events = EventRecords(node.store, default_codec())
         # at least as long as a partition can be without a ready owner
         self.remote_timeout_s = (
             max(30.0, node.config.takeover_s) if remote_timeout_s is None else remote_timeout_s
@@ -88,7 +94,8 @@ class KafkaPersistence:
         deletes: Sequence[ObjKey] = (),
     ) -> None:
         """One transaction by the partition's owner: ``deletes`` become GC tombstones in
-        the objects topic, ahead of ``objects``, in the same transaction as the ref record."""
+        the objects topic, ahead of ``objects``, in the same transaction as the ref record
+        (and, with events published, the write's change events: ``event_records``)."""
         if ref_update is not None:
             tenant, catalog = ref_update.key.tenant, ref_update.key.catalog
         elif objects:
@@ -101,7 +108,10 @@ class KafkaPersistence:
         owner = self.node.local_owner(partition)
         if owner is None:
             raise NotOwner(f"this node does not own partition {partition}", partition)
-        future = owner.submit(objects, ref_update, deletes)
+        events: list[EventRecord] = []
+        if self._events is not None:
+            events = self._events.of_write(objects, ref_update)
+        future = owner.submit(objects, ref_update, deletes, events)
         try:
             future.result(self._wait_s)
         except FutureTimeout:

@@ -28,6 +28,8 @@ BARRIER_KEY = b"!barrier"  # one per partition in each topic; compaction keeps t
 
 Role = Literal["refs", "objects"]  # which of the two topics
 ROLES: tuple[Role, Role] = ("refs", "objects")
+# where an owner produces: the two changelog topics, and the change events (opt-in)
+Topic = Literal["refs", "objects", "events"]
 RecordKind = Literal["object", "updateable", "ref", "barrier"]
 H_KIND = "k"
 H_VERSION = "v"
@@ -70,9 +72,9 @@ class Barrier:
 
 @dataclass(frozen=True, slots=True)
 class Produced:
-    """One record to produce: topic role ("refs" or "objects"), key, value, headers."""
+    """One record to produce: topic ("refs", "objects" or "events"), key, value, headers."""
 
-    topic: Role
+    topic: Topic
     key: bytes
     value: bytes | None  # None: a tombstone (compaction removes the key)
     headers: list[tuple[str, bytes]]

@@ -7,6 +7,12 @@ expires tables after a week; a different partition count moves catalogs between
 partitions), so ``check`` lists every problem with the command that fixes it and
 ``ensure_safe`` refuses to run a node on unsafe topics.
 
+With ``publish_events`` the cluster has a third topic, ``<prefix>.events``
+(``topics/events.json``): a log of change events with a ``delete`` policy and a
+finite retention, checked by the same rules otherwise (partition count, replicas,
+``min.insync.replicas``, unclean election); a node that publishes refuses to start
+without it, and ``create`` creates it for such a configuration.
+
 Never trust a topic's mere presence: brokers auto-create missing topics on a
 metadata request naming them (with their default partition count and no configs).
 So existence is read from a full topic listing, which names no topic and creates
@@ -22,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # the documented path, no __all__
@@ -33,13 +39,16 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # the documen
 )
 
 from metastore.cluster.config import ClusterConfig
-from metastore.cluster.records import ROLES, Role
+from metastore.cluster.records import ROLES
 from metastore.commits import DEFAULT_MAX_OBJECT_BYTES
 from metastore.errors import MetastoreError
 from metastore.resources import topics_dir
 
 T = TypeVar("T")
 SPEC_FILE = "metastore.json"
+EVENTS_SPEC_FILE = "events.json"
+EVENTS: Literal["events"] = "events"
+TopicRole = Literal["refs", "objects", "events"]
 
 DEFAULT_TIMEOUT_S = 10.0
 # A record batch must hold the largest object plus its key, headers and batch overhead.
@@ -80,13 +89,13 @@ class UnsafeTopics(MetastoreError):
 
 @dataclass(frozen=True, slots=True)
 class TopicSpec:
-    role: Role
+    role: TopicRole
     suffix: str
     config: Mapping[str, str]
     description: str = ""
 
     def name(self, cluster: ClusterConfig) -> str:
-        return cluster.refs_topic if self.role == "refs" else cluster.objects_topic
+        return cluster.topic(self.role)
 
     def configs_for(self, cluster: ClusterConfig) -> dict[str, str]:
         """The topic configs to create it with: the file's plus the derived ones."""
@@ -188,6 +197,58 @@ def _validate_config(where: str, config: Mapping[str, str]) -> None:
         raise ValueError(f"{where}: max.message.bytes must be at least {MIN_MESSAGE_BYTES}")
 
 
+def load_event_spec(path: Path | None = None) -> TopicSpec:
+    """Read and validate the events topic's spec (a log: ``delete``, finite retention)."""
+    path = path or topics_dir() / EVENTS_SPEC_FILE
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON: {exc}") from exc
+    entries = document.get("topics") if isinstance(document, dict) else None
+    if not isinstance(entries, list) or len(entries) != 1 or not isinstance(entries[0], dict):
+        raise ValueError(f'{path}: expected {{"topics": [one topic]}}')
+    entry = entries[0]
+    if entry.get("role") != EVENTS or entry.get("suffix") != EVENTS:
+        raise ValueError(f'{path}: the topic\'s role and suffix must be "{EVENTS}"')
+    unknown = set(entry) - {"role", "suffix", "config", "description"}
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {sorted(unknown)}")
+    config, description = entry.get("config"), entry.get("description", "")
+    if not isinstance(config, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in config.items()
+    ):
+        raise ValueError(f"{path}: config must map config names to string values")
+    if not isinstance(description, str):
+        raise ValueError(f"{path}: description must be a string")
+    _validate_event_config(f"{path}: topic {EVENTS}", config)
+    return TopicSpec(EVENTS, EVENTS, dict(config), description)
+
+
+def _validate_event_config(where: str, config: Mapping[str, str]) -> None:
+    if config.get("cleanup.policy") != "delete":
+        raise ValueError(
+            f'{where}: cleanup.policy must be exactly "delete" (got '
+            f"{config.get('cleanup.policy')!r}): compaction keeps one event per catalog"
+        )
+    retention = config.get("retention.ms", "")
+    if not (retention == "-1" or (retention.isdigit() and int(retention) > 0)):
+        raise ValueError(f'{where}: retention.ms must be a positive number of ms or "-1"')
+    if config.get("unclean.leader.election.enable", "false") != "false":
+        raise ValueError(f"{where}: unclean.leader.election.enable loses acknowledged events")
+    for key in _DERIVED:
+        if key in config:
+            raise ValueError(f"{where}: {key} is derived from the replication factor")
+    size = config.get("max.message.bytes")
+    if size is None or not size.isdigit() or int(size) < MIN_MESSAGE_BYTES:
+        raise ValueError(f"{where}: max.message.bytes must be at least {MIN_MESSAGE_BYTES}")
+
+
+def specs_for(config: ClusterConfig) -> tuple[TopicSpec, ...]:
+    """The topics ``config`` needs: the changelog's, and the events topic if it publishes."""
+    specs = load_specs()
+    return (*specs, load_event_spec()) if config.publish_events else specs
+
+
 # -- the broker -----------------------------------------------------------------
 
 
@@ -201,7 +262,7 @@ def create(
 
     Returns once every topic shows in the broker's metadata.
     """
-    specs = tuple(specs) if specs is not None else load_specs()
+    specs = tuple(specs) if specs is not None else specs_for(config)
     admin = _admin(config)
     new = [
         NewTopic(
@@ -232,7 +293,7 @@ def create(
 
 def describe(config: ClusterConfig, *, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
     """The topics as the broker reports them (JSON-ready); a missing topic has ``exists: false``."""
-    specs = load_specs()
+    specs = specs_for(config)
     states = _observe(config, specs, timeout)
     topics: dict[str, Any] = {}
     for spec in specs:
@@ -261,7 +322,7 @@ def describe(config: ClusterConfig, *, timeout: float = DEFAULT_TIMEOUT_S) -> di
 
 def check(config: ClusterConfig, *, timeout: float = DEFAULT_TIMEOUT_S) -> list[str]:
     """Every problem with the topics, each with its fix; empty when safe. Creates nothing."""
-    specs = load_specs()
+    specs = specs_for(config)
     states = _observe(config, specs, timeout)
     problems: list[str] = []
     for spec in specs:
@@ -274,7 +335,7 @@ def check(config: ClusterConfig, *, timeout: float = DEFAULT_TIMEOUT_S) -> list[
                 f"--replication-factor {config.replication_factor}`"
             )
         else:
-            problems.extend(_problems(config, state))
+            problems.extend(_problems(config, state, spec))
     refs, objects = states["refs"], states["objects"]
     if refs is not None and objects is not None and refs.partitions != objects.partitions:
         problems.append(
@@ -292,7 +353,7 @@ def ensure_safe(config: ClusterConfig, *, timeout: float = DEFAULT_TIMEOUT_S) ->
         raise UnsafeTopics(config, problems)
 
 
-def _problems(config: ClusterConfig, state: TopicState) -> list[str]:
+def _problems(config: ClusterConfig, state: TopicState, spec: TopicSpec) -> list[str]:
     name, problems = state.name, []
     alter = (
         f"kafka-configs --bootstrap-server {config.bootstrap} --alter --entity-type topics "
@@ -308,7 +369,13 @@ def _problems(config: ClusterConfig, state: TopicState) -> list[str]:
             f"--partitions {state.partitions}"
         )
     policy = state.configs.get("cleanup.policy")
-    if policy != "compact":
+    if spec.role == EVENTS:
+        if policy not in ("delete", None):  # unset: Kafka's default, delete
+            problems.append(
+                f"topic {name} has cleanup.policy={policy}, which keeps only the newest event "
+                f"of each catalog: `{alter} cleanup.policy=delete`"
+            )
+    elif policy != "compact":
         shown = (
             f"cleanup.policy={policy}"
             if policy is not None
@@ -352,11 +419,11 @@ def _problems(config: ClusterConfig, state: TopicState) -> list[str]:
 
 def _observe(
     config: ClusterConfig, specs: Iterable[TopicSpec], timeout: float
-) -> dict[Role, TopicState | None]:
+) -> dict[TopicRole, TopicState | None]:
     admin = _admin(config)
     # A full listing names no topic, so no broker auto-creates one to answer it.
     metadata = _call("list topics", lambda: admin.list_topics(timeout=timeout))
-    found: dict[Role, Any] = {}
+    found: dict[TopicRole, Any] = {}
     for spec in specs:
         topic = metadata.topics.get(spec.name(config))
         if topic is not None and topic.error is not None:
@@ -369,7 +436,7 @@ def _observe(
         for role, topic in found.items()
         if topic is not None
     }
-    configs: dict[Role, dict[str, str]] = {}
+    configs: dict[TopicRole, dict[str, str]] = {}
     if resources:
         futures = _call(
             "describe topic configs",
@@ -383,7 +450,7 @@ def _observe(
             configs[role] = {
                 key: entry.value for key, entry in entries.items() if entry.value is not None
             }
-    states: dict[Role, TopicState | None] = {}
+    states: dict[TopicRole, TopicState | None] = {}
     for spec in specs:
         topic = found[spec.role]
         states[spec.role] = (
