@@ -193,7 +193,7 @@ class Stream:
     def __init__(self, response: aiohttp.ClientResponse) -> None:
         self.response = response
         self.last_id: str | None = None
-        self.comments = 0
+        self.heartbeats = 0
 
     async def next_event(self) -> dict[str, Any] | None:
         """The next event with data (``id``-only messages move ``last_id``); None at EOF."""
@@ -204,7 +204,7 @@ class Stream:
                 return None
             line = raw.decode().rstrip("\n")
             if line.startswith(":"):
-                self.comments += 1
+                self.heartbeats += line.startswith(": heartbeat")
             elif line == "":
                 if "id" in fields:
                     self.last_id = fields["id"]
@@ -242,9 +242,10 @@ async def test_stream_follows_commits_and_resumes_with_last_event_id(catalog: Ca
         await catalog.create_namespace("b")
         live = await stream.next_event()
         assert live is not None and live["name"] == ["b"] and live["_event"] == "message"
-        while stream.comments == 0:  # heartbeats arrive while nothing happens
-            await stream.response.content.readline()
-            stream.comments += 1
+        while stream.heartbeats == 0:  # heartbeats arrive while nothing happens
+            line = await stream.response.content.readline()
+            assert line, "the stream ended"
+            stream.heartbeats += line.startswith(b": heartbeat")
         resume = stream.last_id
         await streams.aclose()
 
