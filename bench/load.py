@@ -3,9 +3,10 @@
 A closed loop: ``concurrency`` workers each send one request, wait for the answer,
 and send the next until the time is up; latencies of the successful requests are
 kept for nearest-rank percentiles. Unexpected answers are counted in ``Failures``
-(never raised), and ``Progress`` prints a count line every ``PROGRESS_EVERY_S``
-seconds while a phase runs (the PyIceberg workload, single client and sequential,
-uses ``Progress`` and ``Latency`` too).
+(never raised), and ``Progress`` shows a count line while a phase runs (redrawn
+on a terminal, a plain line every ``PROGRESS_EVERY_S`` seconds elsewhere; the
+PyIceberg workload, single client and sequential, uses ``Progress`` and ``Latency``
+too).
 """
 
 from __future__ import annotations
@@ -13,13 +14,15 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import threading
+import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+
+from metastore.ticker import Ticker
 
 PROGRESS_EVERY_S = 2.0
 
@@ -69,7 +72,9 @@ class Latency:
 
 
 class Progress:
-    """Prints a count line every ``PROGRESS_EVERY_S`` seconds while running.
+    """A phase's count line while it runs (``metastore.ticker``: redrawn in place on a
+    terminal, a plain line every ``PROGRESS_EVERY_S`` seconds elsewhere), and a last one
+    marked ``done``.
 
     The ticker is a daemon thread, so a phase reports the same way whether it runs on
     the event loop (the HTTP loads) or blocks in plain calls (the PyIceberg workload).
@@ -86,8 +91,8 @@ class Progress:
         self.errors = 0
         self._count = count
         self._start = time.perf_counter()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._finished = False
+        self._ticker = Ticker(self._line, line_s=PROGRESS_EVERY_S)
 
     @property
     def value(self) -> int:
@@ -95,36 +100,23 @@ class Progress:
 
     def __enter__(self) -> Progress:
         self._start = time.perf_counter()
-        self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
-        self._thread.start()
+        self._ticker = Ticker(self._line, out=sys.stdout, line_s=PROGRESS_EVERY_S)
+        self._ticker.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        self._print(final=True)
+        self._finished = True
+        self._ticker.__exit__(*exc)
 
-    def _run(self) -> None:
-        last_done, last_t = 0, self._start
-        while not self._stop.wait(PROGRESS_EVERY_S):
-            now = time.perf_counter()
-            done = self.value
-            rate = (done - last_done) / (now - last_t)
-            last_done, last_t = done, now
-            self._print(rate=rate)
-
-    def _print(self, *, rate: float | None = None, final: bool = False) -> None:
+    def _line(self) -> str:
         elapsed = time.perf_counter() - self._start
         done = self.value
         count = f"{done}" if self.total is None else f"{done}/{self.total}"
-        if final:
-            rate = done / elapsed if elapsed > 0 else 0.0
-        tail = " done" if final else ""
-        print(
-            f"  [{self.label}] {elapsed:6.1f}s  {count:>13}  {rate or 0:9.1f}/s"
-            f"  errors {self.errors}{tail}",
-            flush=True,
+        rate = done / elapsed if elapsed > 0 else 0.0
+        tail = " done" if self._finished else ""
+        return (
+            f"  [{self.label}] {elapsed:6.1f}s  {count:>13}  {rate:9.1f}/s"
+            f"  errors {self.errors}{tail}"
         )
 
 

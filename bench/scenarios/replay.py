@@ -42,17 +42,18 @@ class ReplayResult:
 
 
 class BarLines(io.TextIOBase):
-    """Stands in for stderr while ``replay`` draws its tqdm bar: keeps the bar's latest
-    text for the progress lines; anything else goes on to the real stderr."""
+    """Stands in for stderr while ``replay`` reports its progress: keeps its latest line
+    for the benchmark's own progress lines; anything else goes on to the real stderr."""
 
     def __init__(self, stderr: Any) -> None:
         self.latest = ""
         self._stderr = stderr
 
     def write(self, text: str) -> int:
-        if text.startswith("\r"):
-            self.latest = text.strip() or self.latest
-        elif text.strip():
+        line = text.strip("\r\n ")
+        if line.startswith("replay:"):
+            self.latest = line
+        elif line:
             self._stderr.write(text)
         return len(text)
 

@@ -42,7 +42,6 @@ from typing import Any, TextIO
 
 from confluent_kafka import KafkaError, KafkaException
 from rocksdict import AccessType, Options, Rdict
-from tqdm import tqdm
 
 from metastore.cluster.config import ClusterConfig, properties_from_env
 from metastore.cluster.view.consumer import ViewFeed, open_consumer
@@ -50,6 +49,7 @@ from metastore.cluster.view.digest import digest
 from metastore.cluster.view.store import ViewStore
 from metastore.errors import MetastoreError
 from metastore.persistence.layout import VIEW_MARKER
+from metastore.ticker import Ticker
 
 log = logging.getLogger(__name__)
 
@@ -156,12 +156,11 @@ def replay(
         # its errors reach ``errors`` instead, and the replay reports them once
         feed = ViewFeed(store, open_consumer(store, config, error_cb=errors, log_level=0))
         try:
-            with tqdm(
-                desc="replay", unit="rec", unit_scale=True, disable=not progress, file=sys.stderr
-            ) as bar:
+            counted = _Counted(started)
+            with Ticker(counted.line, enabled=progress):
                 _run(
                     feed,
-                    bar,
+                    counted,
                     errors,
                     idle_s=idle_s,
                     deadline=started + timeout_s,
@@ -181,9 +180,25 @@ def replay(
         store.close()
 
 
+class _Counted:
+    """Records read so far, as a progress line (``metastore.ticker``)."""
+
+    def __init__(self, started: float) -> None:
+        self.records = 0
+        self._started = started
+
+    def update(self, records: int) -> None:
+        self.records += records
+
+    def line(self) -> str:
+        seconds = time.monotonic() - self._started
+        rate = self.records / seconds if seconds > 0 else 0.0
+        return f"replay: {self.records:,} records, {seconds:.0f} s ({rate:,.0f} records/s)"
+
+
 def _run(
     feed: ViewFeed,
-    bar: Any,
+    bar: _Counted,
     errors: BrokerErrors,
     *,
     idle_s: float,
@@ -245,7 +260,11 @@ def add_parser(commands: Any) -> None:
     cmd.add_argument("--fresh", action="store_true", help="wipe the view and replay from 0")
     cmd.add_argument("--idle", type=float, default=1.0, help="idle window in seconds (1)")
     cmd.add_argument("--timeout", type=float, default=600.0, help="give up after (600 s)")
-    cmd.add_argument("--no-progress", action="store_true", help="no progress bar")
+    cmd.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress (else: a line redrawn on a terminal, a plain line every 2 s elsewhere)",
+    )
     cmd.add_argument(
         "--json", action="store_true", help="print the summary as one JSON object, last line"
     )

@@ -3,19 +3,20 @@
 Tasks count what they read (``records``: stored key/value rows or changelog records)
 and what they decoded and checked or exported (``objects``) into two Spark
 accumulators; Spark adds a task's counts when the task ends, so the driver's
-periodic line (every ``interval_s``, on standard error) also shows finished/total
-tasks of the running stages. The summary goes to standard output.
+progress line (on standard error: redrawn in place on a terminal, a plain line every
+``interval_s`` elsewhere, ``metastore.ticker``) also shows finished/total tasks of the
+running stages. The summary goes to standard output.
 """
 
 from __future__ import annotations
 
-import sys
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 from pyspark import Accumulator, SparkContext
+
+from metastore.ticker import Ticker
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,30 +57,22 @@ class Progress:
         *,
         enabled: bool = True,
         interval_s: float = 2.0,
-        out: TextIO = sys.stderr,
+        out: TextIO | None = None,
     ) -> None:
         self.job = job
         self.records: Accumulator[int] = context.accumulator(0)
         self.objects: Accumulator[int] = context.accumulator(0)
         self._context = context
-        self._enabled = enabled
-        self._interval_s = interval_s
-        self._out = out
         self._started = time.monotonic()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._ticker = Ticker(self.line, out=out, enabled=enabled, line_s=interval_s)
 
     def __enter__(self) -> Progress:
         self._started = time.monotonic()
-        if self._enabled:
-            self._thread = threading.Thread(target=self._report, name="progress", daemon=True)
-            self._thread.start()
+        self._ticker.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        self._ticker.__exit__(*exc)
 
     def summary(self) -> Summary:
         return Summary(
@@ -101,7 +94,3 @@ class Progress:
             f"{self.job}: {records:,} records, {self.objects.value:,} objects{tasks}, "
             f"{seconds:.0f} s ({rate:,.0f} records/s)"
         )
-
-    def _report(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            print(self.line(), file=self._out, flush=True)
