@@ -38,6 +38,7 @@ from metastore.cluster.peer_auth import MIN_SECRET_LENGTH
 from metastore.config import ENV_PREFIX, ServerConfig
 from metastore.credentials import CredentialSources, is_secret_key
 from metastore.errors import StorageUnavailable
+from metastore.metrics import NodeMetrics
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = REPO / "docker-compose.yml"
@@ -661,6 +662,140 @@ def _real_dockerfile_problems() -> Problems:
     )
 
 
+# --------------------------------------------------------------------------- observability
+
+OBSERVABILITY = "observability"  # the profile of Prometheus and Grafana
+PROMETHEUS_CONFIG = "/etc/prometheus/prometheus.yml"
+GRAFANA_PROVISIONING = "/etc/grafana/provisioning"
+METRIC = re.compile(r"\bmetastore_[a-z0-9_]+")
+SERIES_SUFFIXES = ("_bucket", "_count", "_sum", "_created")
+
+
+def exposed_metrics() -> frozenset[str]:
+    """Every metric family a node's /metrics can hold: the histograms and gauges of its
+    registry (``metastore.metrics``, the view's lag included), and the running totals
+    its stats name (the ``metastore_...`` names in the node's code)."""
+    metrics = NodeMetrics()
+    metrics.watch_view(lambda: (0, 0.0))
+    names = {family.name for family in metrics.registry.collect()}
+    for path in (REPO / "metastore").rglob("*.py"):
+        names |= set(re.findall(r"""['"](metastore_[a-z0-9_]+)""", path.read_text()))
+    return frozenset(names)
+
+
+def _mounted_source(service: Mapping[str, Any], target: str) -> Path | None:
+    for source, mounted in _mounts(service):
+        if mounted == target and source.startswith("."):
+            return (COMPOSE_FILE.parent / source).resolve()
+    return None
+
+
+def _image_service(compose: Compose, prefix: str) -> tuple[str, dict[str, Any]] | None:
+    found = [
+        (n, s) for n, s in services(compose).items() if str(s.get("image", "")).startswith(prefix)
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+def dashboard_problems(dashboard: Mapping[str, Any], datasource_uid: str) -> Problems:
+    """Every query of the dashboard names only metrics a node exposes, on the provisioned
+    Prometheus data source."""
+    problems = []
+    exposed = exposed_metrics()
+    queries: list[tuple[str, str, Any]] = []
+    stack = list(dashboard.get("panels") or [])
+    while stack:
+        panel = stack.pop()
+        stack.extend(panel.get("panels") or [])
+        for target in panel.get("targets") or []:
+            queries.append(
+                (panel.get("title", "?"), target.get("expr", ""), panel.get("datasource"))
+            )
+    for variable in (dashboard.get("templating") or {}).get("list") or []:
+        query = variable.get("query")
+        text = query.get("query", "") if isinstance(query, dict) else str(query or "")
+        queries.append((f"${variable.get('name')}", text, variable.get("datasource")))
+    if not queries:
+        problems.append("the dashboard has no queries")
+    for title, expr, datasource in queries:
+        if not isinstance(datasource, dict) or datasource.get("uid") != datasource_uid:
+            problems.append(f"dashboard {title!r}: not on the data source {datasource_uid!r}")
+        for name in METRIC.findall(expr):
+            base = next((name.removesuffix(s) for s in SERIES_SUFFIXES if name.endswith(s)), name)
+            if name not in exposed and base not in exposed:
+                problems.append(f"dashboard {title!r}: {name} is not a metric the node exposes")
+    return problems
+
+
+def check_observability(compose: Compose) -> Problems:
+    """Prometheus and Grafana, under the profile ``observability`` only, on pinned images:
+    Prometheus scrapes every node's /metrics at its advertised address; Grafana reads it
+    through a provisioned data source and loads the dashboard, whose queries name only
+    metrics a node exposes."""
+    problems = []
+    prometheus = _image_service(compose, "prom/prometheus:")
+    grafana = _image_service(compose, "grafana/grafana:")
+    if prometheus is None or grafana is None:
+        return ["expected one prom/prometheus and one grafana/grafana service"]
+    for name, svc in (prometheus, grafana):
+        if svc.get("profiles") != [OBSERVABILITY]:
+            problems.append(f"{name}: must run only under the profile {OBSERVABILITY}")
+        tag = str(svc["image"]).rpartition(":")[2]
+        if tag == "latest" or not re.search(r"\d", tag):
+            problems.append(f"{name}: pin the image version, got {svc['image']}")
+    name, svc = prometheus
+    config_path = _mounted_source(svc, PROMETHEUS_CONFIG)
+    if config_path is None or not config_path.is_file():
+        return [*problems, f"{name}: no prometheus.yml from the repository at {PROMETHEUS_CONFIG}"]
+    config = yaml.safe_load(config_path.read_text())
+    scraped = {
+        target
+        for job in config.get("scrape_configs") or []
+        if job.get("metrics_path", "/metrics") == "/metrics"
+        for static in job.get("static_configs") or []
+        for target in static.get("targets") or []
+    }
+    for node, settings in nodes(compose).items():
+        address = urlsplit(settings.url).netloc
+        if address not in scraped:
+            problems.append(f"{name}: does not scrape {node} at {address}/metrics")
+        if settings.metrics_auth and "authorization" not in config_path.read_text():
+            problems.append(f"{node}: /metrics needs a token Prometheus does not send")
+    name, svc = grafana
+    if (svc.get("depends_on") or {}).get(prometheus[0], {}).get("condition") != "service_healthy":
+        problems.append(f"{name}: depends_on {prometheus[0]} must be service_healthy")
+    if "CHANGE-ME" not in environment(svc).get("GF_SECURITY_ADMIN_PASSWORD", ""):
+        problems.append(f"{name}: the admin password is not marked CHANGE-ME")
+    provisioning = _mounted_source(svc, GRAFANA_PROVISIONING)
+    if provisioning is None or not provisioning.is_dir():
+        return [*problems, f"{name}: no provisioning directory at {GRAFANA_PROVISIONING}"]
+    sources = [
+        source
+        for path in sorted((provisioning / "datasources").glob("*.yml"))
+        for source in yaml.safe_load(path.read_text()).get("datasources") or []
+    ]
+    wanted = f"http://{prometheus[0]}:9090"
+    prometheus_sources = [s for s in sources if s.get("url") == wanted]
+    if len(prometheus_sources) != 1:
+        return [*problems, f"{name}: no data source on {wanted}"]
+    folders = [
+        provider["options"]["path"]
+        for path in sorted((provisioning / "dashboards").glob("*.yml"))
+        for provider in yaml.safe_load(path.read_text()).get("providers") or []
+    ]
+    dashboards = [
+        source
+        for source, target in _mounts(svc)
+        if target.endswith(".json") and any(target.startswith(f + "/") for f in folders)
+    ]
+    if not dashboards:
+        return [*problems, f"{name}: no dashboard mounted where a provider reads ({folders})"]
+    for source in dashboards:
+        dashboard = json.loads((COMPOSE_FILE.parent / source).read_text())
+        problems += dashboard_problems(dashboard, prometheus_sources[0]["uid"])
+    return problems
+
+
 COMPOSE_CHECKS: list[Callable[[Compose], Problems]] = [
     check_commands,
     check_environment,
@@ -673,6 +808,7 @@ COMPOSE_CHECKS: list[Callable[[Compose], Problems]] = [
     check_build,
     check_security,
     check_storage,
+    check_observability,
 ]
 
 
@@ -932,6 +1068,29 @@ def _minio_real_looking_password(c: Compose) -> None:
     services(c)["minio"]["environment"]["MINIO_ROOT_PASSWORD"] = "p" * 20
 
 
+def _observability_always_on(c: Compose) -> None:
+    del services(c)["grafana"]["profiles"]
+
+
+def _latest_prometheus(c: Compose) -> None:
+    services(c)["prometheus"]["image"] = "prom/prometheus:latest"
+
+
+def _node_not_scraped(c: Compose) -> None:
+    node = _node(c, 3)
+    node["command"] = _set_arg(node["command"], "--advertised-url", "http://metastore-9:8181")
+
+
+def _grafana_real_password(c: Compose) -> None:
+    services(c)["grafana"]["environment"]["GF_SECURITY_ADMIN_PASSWORD"] = "p" * 20
+
+
+def _no_dashboard(c: Compose) -> None:
+    services(c)["grafana"]["volumes"] = [
+        v for v in services(c)["grafana"]["volumes"] if not str(v).endswith(".json:ro")
+    ]
+
+
 CASES: list[tuple[Callable[[Compose], None], Callable[[Compose], Problems], str]] = [
     (_node_local_warehouse, check_commands, "a cluster needs shared storage"),
     (_warehouses_differ, check_storage, "warehouse settings differ"),
@@ -981,6 +1140,11 @@ CASES: list[tuple[Callable[[Compose], None], Callable[[Compose], Problems], str]
     (_refused_kafka_property, check_commands, "'enable.auto.commit' may not be set"),
     (_kafka_properties_differ, check_topics_agree, "metastore-1: Kafka properties differ"),
     (_kafka_properties_on_topics, check_topics_agree, "Kafka properties differ"),
+    (_observability_always_on, check_observability, "grafana: must run only under the profile"),
+    (_latest_prometheus, check_observability, "prometheus: pin the image version"),
+    (_node_not_scraped, check_observability, "does not scrape metastore-3 at metastore-9:8181"),
+    (_grafana_real_password, check_observability, "not marked CHANGE-ME"),
+    (_no_dashboard, check_observability, "no dashboard mounted"),
 ]
 
 
@@ -1045,3 +1209,32 @@ def test_compose_text_forms_are_understood() -> None:
     node["ports"] = [{"target": 8181, "published": "8181"}]
     for check in COMPOSE_CHECKS:
         assert check(compose) == [], check.__name__
+
+
+DASHBOARD = REPO / "docs" / "grafana" / "metastore.json"
+
+
+def test_the_dashboard_names_only_metrics_the_node_exposes() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    assert dashboard_problems(dashboard, "prometheus") == []
+    exprs = json.dumps(dashboard)
+    for family in (  # every kind of histogram has a panel
+        "metastore_http_request_duration_seconds",
+        "metastore_commit_duration_seconds",
+        "metastore_commit_group_commits",
+        "metastore_durable_write_duration_seconds",
+        "metastore_forward_duration_seconds",
+        "metastore_owner_transaction_duration_seconds",
+        "metastore_job_run_duration_seconds",
+        "metastore_view_lag_records",
+        "metastore_view_lag_seconds",
+    ):
+        assert family in exprs, family
+
+
+def test_the_dashboard_check_rejects_an_unknown_metric() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    panel = next(p for p in dashboard["panels"] if p.get("targets"))
+    panel["targets"][0]["expr"] = "rate(metastore_no_such_thing_total[5m])"
+    problems = dashboard_problems(dashboard, "prometheus")
+    assert any("metastore_no_such_thing_total is not a metric" in p for p in problems), problems
