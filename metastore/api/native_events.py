@@ -48,6 +48,12 @@ HEARTBEAT_RANGE = (0.05, 60.0)
 
 @routes.get(EVENTS)
 async def events(request: web.Request) -> web.StreamResponse:
+    """The catalog's change events, oldest first, after a cursor (``after``, or
+    ``Last-Event-ID``): a JSON page (``limit``), or a live stream with ``Accept:
+    text/event-stream``; ``format=cloudevents`` wraps each event as a CloudEvent.
+
+    400 for a malformed cursor or one off the catalog's history, 410 for one older than
+    the retained history; only events of entities the caller may list are shown."""
     tenant, catalog = params.tenant(request), params.catalog(request)
     stream = wants_stream(request)
     after = _after(request, tenant, catalog, stream)
