@@ -86,6 +86,11 @@ def test_v3_create_and_load(
     assert loaded.format_version == 3 and loaded.metadata.next_row_id == 0
     assert loaded.schema() == table.schema()
 
+    catalog.create_table_transaction(("db", "s"), schema=schema, properties=V3).commit_transaction()
+    staged = catalog.load_table(("db", "s"))  # staged, then created by a commit
+    assert staged.format_version == 3 and staged.metadata.next_row_id == 0
+    assert staged.properties == ZSTD
+
 
 DEFAULTS: list[tuple[PrimitiveType, Any, Any]] = [
     (BooleanType(), True, False),
