@@ -24,6 +24,12 @@ if ! command -v java >/dev/null 2>&1; then
     sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
     $sudo apt-get update -qq && $sudo apt-get install -y -qq openjdk-17-jre-headless
 fi
+# The web console's tests drive the system's Chromium headless (Playwright only drives it).
+if ! command -v chromium >/dev/null 2>&1; then
+    echo "installing Chromium for the web console's browser tests (apt: chromium)" >&2
+    sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+    $sudo apt-get update -qq && $sudo apt-get install -y -qq chromium
+fi
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 "$venv/bin/python" -m pip install --quiet -e '.[test]'
 echo "installed into $venv: $("$venv/bin/python" -c 'import metastore; print("metastore", metastore.__version__)')"

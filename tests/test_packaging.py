@@ -135,3 +135,32 @@ def test_wheel_ships_no_test_or_benchmark_code(wheel: Path) -> None:
                 imported.add(f"{name}: {node.module}")
     test_only = sorted(line for line in imported if line.split(": ")[1].split(".")[0] in TEST_ONLY)
     assert test_only == []
+
+
+def test_wheel_ships_the_web_console(tmp_path: Path, wheel: Path) -> None:
+    """The console's pages are package data: the node serves them from an installed wheel."""
+    unpacked, elsewhere = tmp_path / "site", tmp_path / "cwd"
+    elsewhere.mkdir()
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(unpacked)
+    static = REPO / "metastore" / "console" / "static"
+    for name in ("index.html", "app.js", "app.css", "favicon.svg"):
+        shipped = unpacked / "metastore" / "console" / "static" / name
+        assert shipped.read_bytes() == (static / name).read_bytes(), name
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["PYTHONPATH"] = str(unpacked)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from metastore.console.routes import ASSETS; print(sorted(ASSETS))",
+        ],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == repr(["app.css", "app.js", "favicon.svg", "index.html"])

@@ -62,9 +62,12 @@ def status(request: web.Request) -> dict[str, Any]:
     for row in partitions:
         if row["owner"] is not None:
             nodes.setdefault(row["owner"], []).append(row["partition"])
+    lag_records, lag_seconds = node.view.lag()
     body["node"] |= {
         "url": node.url,
         "caught-up": node.caught_up.is_set(),
+        "view-lag-records": lag_records,
+        "view-lag-seconds": round(lag_seconds, 3),
         "owned-partitions": node.owned(),
         "view-dropped": node.store.dropped,
     }

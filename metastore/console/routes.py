@@ -13,6 +13,7 @@ from importlib import resources
 
 from aiohttp import web
 
+from metastore.api.typedefs import CONFIG
 from metastore.errors import NotFound
 
 routes = web.RouteTableDef()
@@ -43,15 +44,26 @@ HEADERS = {
 }
 
 
-def _serve(name: str) -> web.Response:
+AUTH_OFF = b'<meta name="metastore-auth" content="off">'
+AUTH_ON = b'<meta name="metastore-auth" content="on">'
+
+
+def _serve(name: str, body: bytes | None = None) -> web.Response:
     return web.Response(
-        body=ASSETS[name], content_type=_TYPES[name], charset="utf-8", headers=HEADERS
+        body=ASSETS[name] if body is None else body,
+        content_type=_TYPES[name],
+        charset="utf-8",
+        headers=HEADERS,
     )
 
 
 @routes.get(INDEX)
 async def index(request: web.Request) -> web.Response:
-    return _serve("index.html")
+    """The page, telling the script whether to ask for a sign-in first (so it never
+    sends a request it knows will be refused)."""
+    if not request.app[CONFIG].auth_enabled:
+        return _serve("index.html")
+    return _serve("index.html", ASSETS["index.html"].replace(AUTH_OFF, AUTH_ON))
 
 
 @routes.get(ASSET)

@@ -182,3 +182,20 @@ def test_the_native_api_s_commit_diff_refuses_what_is_not_a_commit(node: NodePro
         reply = requests.get(f"{node.url}{NATIVE}/commits/{quote(raw)}/diff", timeout=10)
         assert reply.status_code == 404, raw
         assert reply.json()["error"]["type"]
+
+
+def test_a_dropped_table_is_restored_from_the_namespace_page(
+    page: Page, node: NodeProcess, iceberg: RestCatalog
+) -> None:
+    iceberg.create_namespace(("kept",))
+    table = iceberg.create_table("kept.orders", SCHEMA)
+    table.append(ROWS)
+    iceberg.drop_table("kept.orders")  # no purge: kept, restorable
+
+    page.goto(node.url + "/" + hash_path("t", "default", "c", "default", "ns", "kept"))
+    expect(page.locator("#dropped")).to_contain_text("orders")
+    expect(page.locator("#tables")).not_to_contain_text("kept.orders")
+    page.locator('#dropped button[data-undrop="orders"]').click()
+    expect(page.locator("#tables")).to_contain_text("kept.orders")
+    expect(page.locator("#dropped")).to_have_count(0)
+    assert iceberg.load_table("kept.orders").scan().to_arrow().num_rows == ROWS.num_rows

@@ -17,6 +17,7 @@ const app = {
   token: sessionStorage.getItem(TOKEN_KEY),
   me: null,
   feed: null, // AbortController of the live feed's stream
+  gen: 0, // counts navigations: only the latest one's page is shown
   prefixes: new Map(), // "tenant/catalog" -> Iceberg REST prefix
 };
 
@@ -40,6 +41,12 @@ function h(tag, attrs, ...children) {
 function show(...nodes) {
   const main = document.getElementById("main");
   main.replaceChildren(...nodes.flat());
+}
+
+// A page function returns what to show; the router shows it only if no later
+// navigation started meanwhile (a slow page must not replace a newer one).
+function page(...nodes) {
+  return nodes.flat();
 }
 
 function crumbs(...items) {
@@ -251,7 +258,7 @@ async function pageTenants() {
     location.replace(link.tenant(items[0].name));
     return;
   }
-  show(
+  return page(
     h("h1", {}, "Tenants"),
     table(["Tenant", "Created", "Properties"], items.map((t) =>
       h("tr", {}, h("td", {}, h("a", { href: link.tenant(t.name) }, t.name)), h("td", {}, when(t["created-at-ms"])), h("td", {}, Object.keys(t.properties).length))
@@ -262,7 +269,7 @@ async function pageTenants() {
 async function pageTenant(t) {
   crumbs([t, link.tenant(t)]);
   const { items } = await all(`/api/v1/tenants/${enc(t)}/catalogs`, "catalogs");
-  show(
+  return page(
     h("h1", {}, `Catalogs of ${t}`),
     table(["Catalog", "Created", "Updated"], items.map((c) =>
       h("tr", {}, h("td", {}, h("a", { href: link.catalog(t, c.name) }, c.name)), h("td", {}, when(c["created-at-ms"])), h("td", {}, when(c["updated-at-ms"])))
@@ -311,7 +318,7 @@ async function pageCatalog(t, c) {
   catalogCrumbs(t, c);
   const [side, info] = await Promise.all([tree(t, c), api(native.catalog(t, c)).catch((err) => err)]);
   const details = info instanceof Error ? failure(info) : kv(Object.entries(info.properties || {}).map(([k, v]) => [k, h("code", {}, v)]));
-  show(h("h1", {}, `Catalog ${c}`), tabs(t, c, "Browse"), h("div", { class: "layout" }, side, h("div", {}, h("h2", {}, "Properties"), details)));
+  return page(h("h1", {}, `Catalog ${c}`), tabs(t, c, "Browse"), h("div", { class: "layout" }, side, h("div", {}, h("h2", {}, "Properties"), details)));
 }
 
 async function listing(t, c, ns, kind) {
@@ -323,13 +330,11 @@ async function listing(t, c, ns, kind) {
   }
 }
 
+// Dropped tables or views still kept (restorable): the first page of a listing with
+// include-dropped carries all of them, newest drop first.
 async function dropped(t, c, ns, kind) {
-  try {
-    const { items } = await all(native.collection(t, c, ns, kind) + "?include-dropped=true", kind);
-    return items.filter((e) => e.dropped);
-  } catch (err) {
-    return [];
-  }
+  const body = await api(native.collection(t, c, ns, kind) + `?include-dropped=true&pageSize=1`);
+  return body.dropped || [];
 }
 
 async function undrop(t, c, ns, kind, entity) {
@@ -369,7 +374,7 @@ async function pageNamespace(t, c, ns) {
       return h("tr", {}, h("td", {}, `${kind.slice(0, -1)} ${e.name}`), h("td", {}, when(e["dropped-at-ms"])), h("td", {}, e["dropped-by"] || "—"), h("td", {}, button));
     });
   const droppedAll = [...droppedRows(droppedTables, "tables"), ...droppedRows(droppedViews, "views")];
-  show(
+  return page(
     h("h1", {}, `Namespace ${ns.join(".")}`),
     tabs(t, c, "Browse"),
     h(
@@ -424,7 +429,7 @@ async function pageTable(t, c, ns, name) {
   const spec = (m["partition-specs"] || []).find((s) => s["spec-id"] === m["default-spec-id"]);
   const snapshots = [...(m.snapshots || [])].sort((a, b) => a["timestamp-ms"] - b["timestamp-ms"]);
   const current = m["current-snapshot-id"];
-  show(
+  return page(
     h("h1", {}, `Table ${[...ns, name].join(".")}`),
     tabs(t, c, "Browse"),
     kv([
@@ -461,7 +466,7 @@ async function pageView(t, c, ns, name) {
   const m = loaded.metadata;
   const version = (m.versions || []).find((v) => v["version-id"] === m["current-version-id"]) || {};
   const schema = (m.schemas || []).find((s) => s["schema-id"] === version["schema-id"]);
-  show(
+  return page(
     h("h1", {}, `View ${[...ns, name].join(".")}`),
     tabs(t, c, "Browse"),
     kv([
@@ -481,7 +486,7 @@ async function pageView(t, c, ns, name) {
 async function pageHistory(t, c) {
   catalogCrumbs(t, c, ["history", link.history(t, c)]);
   const body = await api(native.catalog(t, c) + `/commits?pageSize=${PAGE}`);
-  show(
+  return page(
     h("h1", {}, `History of ${c}`),
     tabs(t, c, "History"),
     table(["Seq", "Commit", "Time", "Principal", "Operation", "Changes"], body.commits.map((commit) =>
@@ -519,7 +524,7 @@ async function pageCommit(t, c, id) {
   catalogCrumbs(t, c, ["history", link.history(t, c)], [id, link.commit(t, c, id)]);
   const body = await api(native.catalog(t, c) + `/commits/${enc(id)}/diff`);
   const commit = body.commit;
-  show(
+  return page(
     h("h1", {}, `Commit ${commit.id}`),
     tabs(t, c, "History"),
     kv([
@@ -606,7 +611,6 @@ async function pageFeed(t, c) {
   const rows = h("table", { id: "feed" },
     h("thead", {}, h("tr", {}, ["Time", "Operation", "Kind", "Entity", "Principal", "Snapshot", "Commit"].map((x) => h("th", {}, x)))),
     body);
-  show(h("h1", {}, `Live changes in ${c}`), tabs(t, c, "Live feed"), h("p", {}, status), rows);
   const controller = new AbortController();
   app.feed = controller;
   // from now on, newest on top (the History tab has what came before)
@@ -618,6 +622,7 @@ async function pageFeed(t, c) {
     status.textContent = state === "live" ? "live" : state === "denied" ? "you may not follow this catalog" : "reconnecting…";
     status.className = `feed-status ${state}`;
   });
+  return page(h("h1", {}, `Live changes in ${c}`), tabs(t, c, "Live feed"), h("p", {}, status), rows);
 }
 
 // --- cluster ---------------------------------------------------------------------------
@@ -625,13 +630,23 @@ async function pageFeed(t, c) {
 async function pageCluster() {
   crumbs(["node", link.cluster()]);
   const health = await api("/health").catch((err) => err);
-  const status = await api("/api/v1/admin/cluster").catch((err) => err);
+  // the cluster's layout is a service admin's (anyone else is shown the node's health)
+  const admin = !app.token || app.me["service-admin"];
+  const status = admin ? await api("/api/v1/admin/cluster").catch((err) => err) : new ApiError(403, "");
   const parts = [h("h1", {}, "Node")];
   if (!(health instanceof Error)) parts.push(kv(Object.entries(health).map(([k, v]) => [k, Array.isArray(v) ? v.join(", ") : String(v)])));
   if (status instanceof Error) {
     parts.push(h("p", { class: "muted" }, status.status === 403 ? "The cluster's layout is shown to service admins." : failure(status)));
   } else if (status.mode === "cluster") {
+    const me = status.node;
     parts.push(
+      h("h2", {}, "This node's view"),
+      kv([
+        ["URL", h("code", {}, me.url)],
+        ["Caught up", me["caught-up"] ? "yes" : "no"],
+        ["View lag", h("span", { id: "view-lag" }, `${me["view-lag-records"]} records, ${me["view-lag-seconds"]} s`)],
+        ["Owned partitions", me["owned-partitions"].join(", ") || "none"],
+      ]),
       h("h2", {}, "Nodes"),
       table(["Node", "Owned partitions"], status.nodes.map((n) => h("tr", {}, h("td", { class: "mono" }, n.url), h("td", {}, n.partitions.join(", ")))), { id: "nodes" }),
       h("h2", {}, "Partitions"),
@@ -642,7 +657,7 @@ async function pageCluster() {
   } else {
     parts.push(h("p", { class: "muted", id: "embedded" }, "Embedded mode: one node, no partitions."));
   }
-  show(parts);
+  return page(parts);
 }
 
 // --- router ----------------------------------------------------------------------------
@@ -653,6 +668,13 @@ function parseNs(raw) {
 
 async function route() {
   stopFeed();
+  app.gen += 1;
+  const gen = app.gen;
+  const nodes = await pageFor();
+  if (gen === app.gen && nodes) show(nodes);
+}
+
+async function pageFor() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter((p) => p !== "");
   const d = (i) => decodeURIComponent(parts[i]);
   try {
@@ -673,12 +695,16 @@ async function route() {
     throw new ApiError(404, "no such page");
   } catch (err) {
     if (err instanceof ApiError && err.status === 401) return undefined;
-    show(h("h1", {}, "Not available"), failure(err));
+    return page(h("h1", {}, "Not available"), failure(err));
   }
-  return undefined;
 }
 
 async function start() {
+  const auth = document.querySelector('meta[name="metastore-auth"]');
+  if (auth && auth.content === "on" && !app.token) {
+    renderLogin("");
+    return;
+  }
   try {
     app.me = await api("/api/v1/whoami", { login: false });
   } catch (err) {
