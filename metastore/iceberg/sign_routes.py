@@ -81,8 +81,7 @@ def _headers(given: dict[str, list[str]]) -> dict[str, list[str]]:
 
 def _region(storage: Storage, asked: Any) -> str:
     """The storage's region when it names one, else the client's."""
-    io = storage.io_properties
-    region = io.get("s3.region") or io.get("client.region") or asked
-    if not isinstance(region, str) or not _REGION.fullmatch(region):
+    if not isinstance(asked, str) or not _REGION.fullmatch(asked):
         raise BadRequest("the request's region must be an AWS region name")
-    return region
+    io = storage.io_properties
+    return io.get("s3.region") or io.get("client.region") or asked

@@ -17,6 +17,7 @@ client (``remote-signing.enabled``) or the client asks for it
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import quote
 
 from aiohttp import web
@@ -44,6 +45,15 @@ def delegations(request: web.Request) -> frozenset[str]:
     """The access delegation modes the client supports (comma-separated, any case)."""
     given = ",".join(request.headers.getall(DELEGATION, []))
     return frozenset(mode.strip().lower() for mode in given.split(",") if mode.strip())
+
+
+async def add_signing(
+    request: web.Request, call: Call, key: EntityKey, result: dict[str, Any]
+) -> None:
+    """Add the remote-signing entries to a table response's ``config`` (if offered)."""
+    config = await signing_config(request, call, key)
+    if config:
+        result["config"] = {**result.get("config", {}), **config}
 
 
 async def signing_config(request: web.Request, call: Call, key: EntityKey) -> dict[str, str]:

@@ -33,6 +33,7 @@ from metastore.iceberg.context import (
 )
 from metastore.iceberg.credential_routes import vended_fields
 from metastore.iceberg.metadata_json import metadata_text
+from metastore.iceberg.table_config import add_signing
 from metastore.iceberg.tables import TEXT, TableChange, table_key
 from metastore.keys import EntityKey, Kind
 from metastore.names import check_name
@@ -113,6 +114,7 @@ async def create_table(request: web.Request) -> web.Response:
         staged = json.loads(metadata_text(metadata))
         result: dict[str, Any] = {"metadata-location": None, "metadata": staged, "config": {}}
         result.update(await vended_fields(request, call, key, metadata.location))
+        await add_signing(request, call, key, result)
         return json_response(result)
     location = await asyncio.to_thread(tables.warehouse.new_metadata_location, metadata, None)
     state = await tables.create(
@@ -126,6 +128,7 @@ async def create_table(request: web.Request) -> web.Response:
     )
     result = state.result()
     result.update(await vended_fields(request, call, key, metadata.location))
+    await add_signing(request, call, key, result)
     return json_response(result)
 
 
@@ -157,7 +160,9 @@ async def register_table(request: web.Request) -> web.Response:
         extra=call.idempotency.record(200, metadata_location=location),
         replace=replace,
     )
-    return json_response(state.result())
+    result = state.result()
+    await add_signing(request, call, key, result)
+    return json_response(result)
 
 
 @routes.get(TABLE, allow_head=False)
@@ -170,6 +175,7 @@ async def load_table(request: web.Request) -> web.Response:
     state = await call.metastore.read(call.iceberg.tables.load, call.tenant, call.catalog, key)
     result = state.result(snapshots)
     result.update(await vended_fields(request, call, key, result["metadata"]["location"]))
+    await add_signing(request, call, key, result)
     return json_response(result)
 
 
