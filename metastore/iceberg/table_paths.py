@@ -10,6 +10,9 @@ location, and the purge keeps them.
 
 Data and manifest paths live inside manifest files the server does not read at
 commit time; only the purge sees them, and keeps those outside the location.
+Statistics files (puffin) are never read by the server either: engines may keep
+them anywhere (Java's catalogs accept any path), so they are not checked at commit,
+and a purge deletes only those inside the table's location.
 """
 
 from __future__ import annotations
@@ -66,7 +69,3 @@ def _paths(metadata: TableMetadata) -> Iterable[tuple[str, str]]:
         yield "manifest list", snapshot.manifest_list
     for entry in metadata.metadata_log:
         yield "metadata-log entry", entry.metadata_file
-    for statistics in metadata.statistics:
-        yield "statistics file", statistics.statistics_path
-    for partition_statistics in metadata.partition_statistics:
-        yield "partition statistics file", partition_statistics.statistics_path

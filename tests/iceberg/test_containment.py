@@ -417,3 +417,41 @@ def test_an_idempotent_create_retried_after_a_purge_is_not_a_500(
     assert retried.status_code < 500, retried.text
     if retried.status_code >= 400:
         assert_error(retried, retried.status_code)
+
+
+def test_statistics_files_may_lie_anywhere_and_purge_keeps_those_outside(
+    iceberg_server: Server, catalog: RestCatalog, outside: Path
+) -> None:
+    """Statistics files are the engines' (never read by the server): a path outside the
+    table is accepted, as Java's catalogs do, and the purge deletes only the table's own."""
+    from pyiceberg.table.statistics import BlobMetadata, StatisticsFile
+
+    catalog.create_namespace(("db",))
+    table = catalog.create_table(T, SCHEMA)
+    table.append(rows([1, 2]))
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    own = _path(table.location()) / "metadata" / "own.stats"
+    own.write_bytes(b"PFA1")
+    blob = BlobMetadata(
+        type="apache-datasketches-theta-v1",
+        snapshot_id=snapshot.snapshot_id,
+        sequence_number=snapshot.sequence_number,
+        fields=[1],
+        properties={},
+    )
+    for path in (outside.as_uri(), own.as_uri()):
+        statistics = StatisticsFile(
+            snapshot_id=snapshot.snapshot_id,
+            statistics_path=path,
+            file_size_in_bytes=4,
+            file_footer_size_in_bytes=4,
+            blob_metadata=[blob],
+        )
+        with table.update_statistics() as update:
+            update.set_statistics(statistics)  # one per snapshot: the second replaces it
+        assert catalog.load_table(T).metadata.statistics[0].statistics_path == path
+
+    catalog.purge_table(T)
+    assert outside.read_bytes()[:4] == b"PAR1"  # outside the table: kept
+    assert not own.exists()
