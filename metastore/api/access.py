@@ -36,6 +36,7 @@ from metastore.api import native_events as events
 from metastore.api import native_gc as gc
 from metastore.api import native_grants as grants
 from metastore.api import native_principals as principals
+from metastore.api import native_reports as reports
 from metastore.api import native_tasks as tasks
 from metastore.api import params
 from metastore.api.guards import (
@@ -60,6 +61,7 @@ from metastore.errors import Forbidden
 from metastore.iceberg import (
     catalog_routes,
     credential_routes,
+    report_routes,
     sign_routes,
     table_routes,
     view_routes,
@@ -126,6 +128,10 @@ def _native_parent(request: web.Request, key: EntityKey) -> Securable:
 
 def _service(request: web.Request) -> Securable:
     return Securable.of_service()
+
+
+def _native_table(request: web.Request) -> Securable:
+    return _native(request, reports.table_key(request))
 
 
 # the Iceberg API names its catalog in the prefix
@@ -438,6 +444,8 @@ _TABLE: dict[tuple[str, str], Rule] = {
     ("POST", entities.UNDROP): ByKind(P.TABLE_CREATE, P.VIEW_CREATE, _namespace),
     ("POST", CATALOG + "/rename"): FromBody("rename", _rename),
     ("POST", CATALOG + "/commit"): FromBody("commit", _commit),
+    # the metrics reports engines sent about a table tell what its readers asked for
+    ("GET", reports.REPORTS): Requires(P.TABLE_READ_DATA, _native_table),
     # Iceberg REST
     ("GET", "/v1/config"): InTenant(_config_catalog),
     ("GET", ICE_NAMESPACES): Browse(Level.NAMESPACE, _ice_parent),
@@ -469,6 +477,7 @@ _TABLE: dict[tuple[str, str], Rule] = {
     ("POST", VIEW): Requires(P.VIEW_WRITE, _ice_named(Kind.VIEW, "view")),
     ("DELETE", VIEW): Requires(P.VIEW_DROP, _ice_named(Kind.VIEW, "view")),
     ("POST", PREFIX + "/views/rename"): FromBody("iceberg_rename", _ice_rename(Kind.VIEW)),
+    ("POST", report_routes.METRICS): Requires(P.TABLE_READ_DATA, _ice_named(Kind.TABLE, "table")),
 }
 
 

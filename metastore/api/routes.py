@@ -17,6 +17,7 @@ from metastore.api import (
     native_gc,
     native_grants,
     native_principals,
+    native_reports,
     native_tasks,
 )
 from metastore.config import ServerConfig
@@ -36,6 +37,7 @@ def setup_routes(app: web.Application, config: ServerConfig) -> None:
     app.add_routes(native_grants.routes)
     app.add_routes(native_gc.routes)
     app.add_routes(native_tasks.routes)
+    app.add_routes(native_reports.routes)
     app.add_routes(native_diffs.routes)
     app.add_routes(native_cluster.routes)
     app.add_routes(console_routes)

@@ -30,6 +30,7 @@ def engine_stats(
     iceberg = app.get(ICEBERG)
     if iceberg is not None:
         stats |= iceberg.tables.purges.stats()
+        stats |= iceberg.reports.stats()
     node = app.get(CLUSTER)
     if node is not None:
         routing = app[ROUTING_STATS]

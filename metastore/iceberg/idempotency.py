@@ -20,6 +20,7 @@ from aiohttp import web
 from metastore.api import idempotency
 from metastore.changes import Change
 from metastore.errors import BadRequest
+from metastore.iceberg.etags import table_etag, tagged
 from metastore.iceberg.files import Warehouse
 from metastore.service import Metastore
 
@@ -61,9 +62,8 @@ class Idempotency:
             location = props["metadata-location"]
             files = self.warehouse.files(self.key.tenant, self.key.catalog)
             metadata = json.loads(files.read_bytes(location))
-            body: Any = {"metadata-location": location, "metadata": metadata, "config": {}}
-        elif "body" in props:
-            body = json.loads(props["body"])
-        else:
+            table = {"metadata-location": location, "metadata": metadata, "config": {}}
+            return tagged(web.json_response(table, status=status), table_etag(table))
+        if "body" not in props:
             return web.Response(status=status)
-        return web.json_response(body, status=status)
+        return web.json_response(json.loads(props["body"]), status=status)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from metastore.catalog_storage import CatalogStorage
 from metastore.codec import Codec
 from metastore.iceberg.files import Warehouse
+from metastore.iceberg.reports import MetricsReports
 from metastore.iceberg.tables import Tables
 from metastore.iceberg.views import Views
 from metastore.service import Metastore
@@ -18,6 +19,7 @@ class Iceberg:
     tables: Tables
     views: Views
     warehouse: Warehouse
+    reports: MetricsReports = field(default_factory=MetricsReports)  # metastore.iceberg.reports
     vendor: Vendor = field(default_factory=Vendor)  # vended credentials (metastore.sts)
 
     @classmethod

@@ -12,6 +12,7 @@ from metastore.codec import default_codec
 from metastore.iceberg import (
     catalog_routes,
     credential_routes,
+    report_routes,
     sign_routes,
     table_routes,
     token_routes,
@@ -23,6 +24,7 @@ ROUTES = (
     catalog_routes.routes,
     token_routes.routes,
     table_routes.routes,
+    report_routes.routes,
     sign_routes.routes,
     credential_routes.routes,
     view_routes.routes,

@@ -32,6 +32,7 @@ from metastore.iceberg.context import (
     parse,
 )
 from metastore.iceberg.credential_routes import vended_fields
+from metastore.iceberg.etags import delegation_of, matches, not_modified, table_etag, tagged
 from metastore.iceberg.metadata_json import metadata_text
 from metastore.iceberg.table_config import add_signing
 from metastore.iceberg.tables import TEXT, TableChange, table_key
@@ -127,9 +128,10 @@ async def create_table(request: web.Request) -> web.Response:
         extra=call.idempotency.record(200, metadata_location=location),
     )
     result = state.result()
+    etag = table_etag(result, delegation=delegation_of(request))
     result.update(await vended_fields(request, call, key, metadata.location))
     await add_signing(request, call, key, result)
-    return json_response(result)
+    return tagged(json_response(result), etag)
 
 
 @routes.post(PREFIX + "/namespaces/{namespace}/register")
@@ -161,8 +163,9 @@ async def register_table(request: web.Request) -> web.Response:
         replace=replace,
     )
     result = state.result()
+    etag = table_etag(result, delegation=delegation_of(request))
     await add_signing(request, call, key, result)
-    return json_response(result)
+    return tagged(json_response(result), etag)
 
 
 @routes.get(TABLE, allow_head=False)
@@ -174,9 +177,12 @@ async def load_table(request: web.Request) -> web.Response:
     key = named(request, Kind.TABLE, "table")
     state = await call.metastore.read(call.iceberg.tables.load, call.tenant, call.catalog, key)
     result = state.result(snapshots)
+    etag = table_etag(result, snapshots, delegation_of(request))
+    if matches(request, etag):  # the client's copy is current: no body
+        return not_modified(etag)
     result.update(await vended_fields(request, call, key, result["metadata"]["location"]))
     await add_signing(request, call, key, result)
-    return json_response(result)
+    return tagged(json_response(result), etag)
 
 
 async def entity_exists(request: web.Request, kind: Kind, name: str) -> web.Response:
@@ -205,13 +211,13 @@ async def commit_table(request: web.Request) -> web.Response:
         raise BadRequest("the identifier in the body is not the table of the path")
     change = TableChange(key, body.requirements, body.updates)
     result = (await _commit(call, [change]))[0]
+    answer = {"metadata-location": result["metadata-location"], "metadata": result["metadata"]}
+    etag = table_etag(answer)
     location = json.dumps(result["metadata-location"])
     if TEXT in result:  # the metadata file's own JSON: not serialized twice
         text = f'{{"metadata-location":{location},"metadata":{result[TEXT]}}}'
-        return web.Response(text=text, content_type="application/json")
-    return json_response(
-        {"metadata-location": result["metadata-location"], "metadata": result["metadata"]}
-    )
+        return tagged(web.Response(text=text, content_type="application/json"), etag)
+    return tagged(json_response(answer), etag)
 
 
 async def _commit(call: Call, changes: list[TableChange]) -> list[dict[str, Any]]:

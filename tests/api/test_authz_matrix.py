@@ -362,6 +362,16 @@ async def ice_register(world: World) -> Request:
 
 
 PROPERTIES = {"updates": [{"action": "set-properties", "updates": {"k": "v"}}]}
+SCAN_REPORT = {
+    "report-type": "scan-report",
+    "table-name": f"{NS}.ice",
+    "snapshot-id": -1,
+    "filter": True,
+    "schema-id": 0,
+    "projected-field-ids": [1],
+    "projected-field-names": ["id"],
+    "metrics": {"result-data-files": {"unit": "count", "value": 0}},
+}
 SIGN_READ = {"region": "us-east-1", "method": "GET", "uri": "http://127.0.0.1:9/b/k", "headers": {}}
 
 
@@ -406,7 +416,8 @@ async def ice_rename_view(world: World) -> Request:
 
 READERS = ("read", "write", "cadmin")
 WRITERS = ("write", "cadmin")
-ENTITY = "/api/v1/tenants/{tenant}/catalogs/{catalog}/namespaces/{namespace}/{kind}/{name}"
+ENTITY_NAMESPACE = "/api/v1/tenants/{tenant}/catalogs/{catalog}/namespaces/{namespace}"
+ENTITY = ENTITY_NAMESPACE + "/{kind}/{name}"
 ROWS: dict[tuple[str, str], Row] = {
     # operations and tokens
     ("GET", "/health"): Row(fixed("GET", "/health"), ok_for(200, *PERSONAS)),
@@ -635,6 +646,9 @@ ROWS: dict[tuple[str, str], Row] = {
     ("POST", "/api/v1/tenants/{tenant}/catalogs/{catalog}/commit"): Row(
         native_commit, ok_for(200, *WRITERS)
     ),
+    ("GET", f"{ENTITY_NAMESPACE}/tables/{{name}}/metrics-reports"): Row(
+        fixed("GET", f"{CAT}/namespaces/{NS}/tables/ice/metrics-reports"), ok_for(200, *READERS)
+    ),
     # Iceberg REST
     ("GET", "/v1/config"): Row(
         fixed("GET", "/v1/config", warehouse=f"{T}/{C}"), ok_for(200, *ALL_IN_TENANT)
@@ -714,6 +728,10 @@ ROWS: dict[tuple[str, str], Row] = {
         ice_drop_view, ok_for(204, "cadmin")
     ),
     ("POST", "/v1/{prefix}/views/rename"): Row(ice_rename_view, ok_for(204, "cadmin")),
+    ("POST", "/v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics"): Row(
+        fixed("POST", f"{ICE}/namespaces/{NS}/tables/ice/metrics", SCAN_REPORT),
+        ok_for(204, *READERS),
+    ),
 }
 
 
