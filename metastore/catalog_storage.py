@@ -47,6 +47,7 @@ from metastore.errors import (
 from metastore.keys import MAIN_REF
 from metastore.locations import Location, catalog_root, is_inside
 from metastore.model import Entity
+from metastore.remote_signing import ON_REQUEST, RemoteSigning
 from metastore.requirements import AssertNotExists, AssertVersion, Requirement
 from metastore.retry import RetryPolicy
 from metastore.service import Metastore
@@ -69,6 +70,7 @@ class NodeStorage:
     roots: tuple[Location, ...] = ()
     data_dir: Path | None = None
     vending: VendingSettings | None = None
+    remote_signing: RemoteSigning = ON_REQUEST
 
     @classmethod
     def of(cls, config: ServerConfig) -> NodeStorage:
@@ -80,6 +82,7 @@ class NodeStorage:
             config.storage_root_list,
             config.data_dir.resolve(),
             config.seed_vending,
+            config.seed_remote_signing,
         )
 
 
@@ -107,7 +110,8 @@ class CatalogStorage:
 
     def seed(self, tenant: str, catalog: str) -> Storage:
         root = catalog_root(self.node.warehouse_root, tenant, catalog)
-        return seeded(root, self.node.io_properties, self.node.credentials, self.node.vending)
+        node = self.node
+        return seeded(root, node.io_properties, node.credentials, node.vending, node.remote_signing)
 
     def io_properties(self, storage: Storage) -> dict[str, str]:
         """The FileIO properties of ``storage`` with its secrets, read now (blocking);

@@ -51,6 +51,7 @@ from metastore.locations import Location, is_inside
 from metastore.names import check_system_name
 from metastore.paging import MAX_PAGE_SIZE
 from metastore.persistence.base import DEFAULT_RECENT_HEADS
+from metastore.remote_signing import RemoteSigning
 from metastore.security.oidc import OidcSettings
 from metastore.storage import parse_prefix
 from metastore.vending import VendingSettings
@@ -146,6 +147,9 @@ class ServerConfig:
     # {"role-arn": ..., "duration-seconds": ..., "sts-endpoint": ...}: the seeded storage's
     # credential vending (metastore/vending.py; an s3:// warehouse only; "" = none)
     warehouse_vending: str = ""
+    # {"enabled": ..., "endpoints": [...]}: the seeded storage's remote signing
+    # (metastore/remote_signing.py; an s3:// warehouse only; "" = offered on request)
+    warehouse_remote_signing: str = ""
     credentials_dir: str = "/run/secrets"  # credential files are read only inside it
     storage_roots: str = ""  # comma-separated prefixes every catalog's storage lies in ("" = any)
     # --- authentication: see metastore/security/authenticator.py ---
@@ -278,6 +282,7 @@ class ServerConfig:
                 raise ConfigError("warehouse_io", problem)
         self.seed_credentials  # noqa: B018 - refuses a malformed or doubled reference
         self.seed_vending  # noqa: B018 - refuses malformed vending settings
+        self.seed_remote_signing  # noqa: B018 - refuses a malformed remote-signing setting
         if self.credentials_dir and not Path(self.credentials_dir).is_absolute():
             raise ConfigError("credentials_dir", "must be an absolute path")
         roots = self.storage_root_list  # refuses malformed prefixes
@@ -310,6 +315,25 @@ class ServerConfig:
                 f"set, and {NODE_IO_ENV} holds secret keys too: give credentials in one place",
             )
         return reference
+
+    @property
+    def seed_remote_signing(self) -> RemoteSigning:
+        """The seeded storage's remote signing (``warehouse_remote_signing``)."""
+        if not self.warehouse_remote_signing:
+            return RemoteSigning()
+        try:
+            value = json.loads(self.warehouse_remote_signing)
+        except ValueError:
+            raise ConfigError("warehouse_remote_signing", "must be a JSON object") from None
+        if not self.warehouse_root.startswith("s3://"):
+            raise ConfigError(
+                "warehouse_remote_signing",
+                "signs S3 requests: set an s3:// METASTORE_WAREHOUSE",
+            )
+        try:
+            return RemoteSigning.from_json(value)
+        except BadRequest as exc:
+            raise ConfigError("warehouse_remote_signing", exc.message) from None
 
     @property
     def seed_vending(self) -> VendingSettings | None:

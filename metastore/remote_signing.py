@@ -104,3 +104,6 @@ class RemoteSigning:
             with contextlib.suppress(BadRequest):
                 found.append(Endpoint.parse(server_endpoint))
         return tuple(dict.fromkeys(found))
+
+
+ON_REQUEST = RemoteSigning()  # the default: remote signing for clients that ask for it

@@ -35,7 +35,7 @@ from metastore.credentials import Credentials, io_key_problem, is_secret_key
 from metastore.errors import BadRequest
 from metastore.keys import EntityKey, Kind
 from metastore.locations import Location, normalize
-from metastore.remote_signing import RemoteSigning
+from metastore.remote_signing import ON_REQUEST, RemoteSigning
 from metastore.vending import VendingSettings
 
 STORAGE_RECORD = EntityKey(Kind.SYSTEM, (), "storage")
@@ -208,6 +208,7 @@ def seeded(
     io_properties: Mapping[str, str],
     credentials: Credentials | None,
     vending: VendingSettings | None = None,
+    remote_signing: RemoteSigning = ON_REQUEST,
 ) -> Storage:
     """The storage of a catalog created without one: the node's warehouse settings
     (``root`` is ``<METASTORE_WAREHOUSE>/<tenant>/<catalog>``)."""
@@ -215,7 +216,13 @@ def seeded(
     text = prefix_text(location)
     plain = {k: v for k, v in io_properties.items() if not is_secret_key(k)}
     return Storage(
-        location.scheme, text, (text,), MappingProxyType(plain), credentials, vending=vending
+        location.scheme,
+        text,
+        (text,),
+        MappingProxyType(plain),
+        credentials,
+        vending=vending,
+        remote_signing=remote_signing,
     )
 
 

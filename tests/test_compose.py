@@ -358,7 +358,14 @@ def check_storage(compose: Compose) -> Problems:
     found = nodes(compose)
     if not found:
         return ["no metastore node"]
-    for setting in ("warehouse", "warehouse_io", "warehouse_credentials", "storage_roots"):
+    for setting in (
+        "warehouse",
+        "warehouse_io",
+        "warehouse_credentials",
+        "warehouse_vending",
+        "warehouse_remote_signing",
+        "storage_roots",
+    ):
         if len({getattr(config, setting) for config in found.values()}) > 1:
             problems.append(f"the nodes' {setting} settings differ: they would seed differently")
     minio = _minio(compose)
@@ -402,6 +409,25 @@ def check_storage(compose: Compose) -> Problems:
         pair = (secrets.get("s3.access-key-id"), secrets.get("s3.secret-access-key"))
         if pair != (minio_env.get("MINIO_ROOT_USER"), minio_env.get("MINIO_ROOT_PASSWORD")):
             problems.append(f"{name}: storage credentials do not match {minio_name}'s root user")
+        problems += _signing_endpoints(name, config, minio_name, minio_svc)
+    return problems
+
+
+def _signing_endpoints(
+    name: str, config: ServerConfig, minio_name: str, minio_svc: Mapping[str, Any]
+) -> Problems:
+    """Remote signing signs requests to MinIO as clients reach it: its service name, or
+    the host's loopback on a port MinIO publishes for its S3 API."""
+    published = {host for host, target in ports(minio_svc) if target == 9000 and host}
+    problems = []
+    for endpoint in config.seed_remote_signing.endpoints:
+        where = urlsplit(endpoint)
+        on_host = where.hostname in ("localhost", "127.0.0.1") and where.port in published
+        if not on_host and (where.hostname, where.port) != (minio_name, 9000):
+            problems.append(
+                f"{name}: remote-signing endpoint {endpoint} is not {minio_name}:9000 or a"
+                f" port {minio_name} publishes on the host"
+            )
     return problems
 
 
@@ -1021,6 +1047,7 @@ def _warehouses_differ(c: Compose) -> None:
 def _file_warehouse(c: Compose) -> None:
     _every_node(c, "METASTORE_WAREHOUSE", "file:///data/warehouse")
     _every_node(c, "METASTORE_STORAGE_ROOTS", None)
+    _every_node(c, "METASTORE_WAREHOUSE_REMOTE_SIGNING", None)  # S3 only: else no node starts
 
 
 def _secrets_in_io(c: Compose) -> None:
@@ -1054,6 +1081,15 @@ def _missing_storage_secret(c: Compose) -> None:
 
 def _unreferenced_storage_variable(c: Compose) -> None:
     _node(c)["environment"]["METASTORE_STORAGE_CREDENTIALS_OTHER"] = "{}"
+
+
+def _signing_elsewhere(c: Compose) -> None:
+    signing = {"enabled": False, "endpoints": ["http://localhost:9999"]}
+    _every_node(c, "METASTORE_WAREHOUSE_REMOTE_SIGNING", json.dumps(signing))
+
+
+def _signing_differs(c: Compose) -> None:
+    _node(c, 2)["environment"]["METASTORE_WAREHOUSE_REMOTE_SIGNING"] = '{"enabled": true}'
 
 
 def _no_bucket_job(c: Compose) -> None:
@@ -1102,6 +1138,8 @@ CASES: list[tuple[Callable[[Compose], None], Callable[[Compose], Problems], str]
     (_missing_storage_secret, check_storage, "is not set on this node"),
     (_unreferenced_storage_variable, check_environment, "METASTORE_STORAGE_CREDENTIALS_OTHER"),
     (_no_bucket_job, check_storage, "no job creates the bucket 'warehouse'"),
+    (_signing_elsewhere, check_storage, "remote-signing endpoint http://localhost:9999"),
+    (_signing_differs, check_storage, "warehouse_remote_signing settings differ"),
     (_node_before_bucket, check_storage, "metastore-3: must wait for bucket"),
     (_minio_real_looking_password, check_security, "not marked CHANGE-ME"),
     (_bogus_flag, check_commands, "rejected by the CLI"),

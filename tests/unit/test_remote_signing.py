@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,9 @@ from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
 
+from metastore.catalog_storage import NodeStorage
+from metastore.config import ServerConfig
+from metastore.config_rules import ConfigError
 from metastore.errors import BadRequest, Forbidden
 from metastore.iceberg.s3_requests import Access, Target, parse
 from metastore.iceberg.sigv4 import AwsKeys, sign
@@ -314,3 +318,36 @@ def test_clock_skew_bound_is_minutes() -> None:
     now = datetime.now(UTC)
     near = (now - timedelta(minutes=2)).strftime("%Y%m%dT%H%M%SZ")
     sign("GET", f"{BASE}/lake/k", {"x-amz-date": [near]}, "us-east-1", KEYS, now)
+
+
+# --- the node's seed --------------------------------------------------------------------------
+
+SEED = '{"enabled": true, "endpoints": ["http://localhost:9000"]}'
+
+
+def test_the_seeded_storage_takes_the_nodes_setting(tmp_path: Path) -> None:
+    env = {"METASTORE_WAREHOUSE": "s3://warehouse", "METASTORE_WAREHOUSE_REMOTE_SIGNING": SEED}
+    config = ServerConfig.load({"data_dir": tmp_path}, env=env)
+    seeded = NodeStorage.of(config)
+    assert seeded.remote_signing == RemoteSigning(True, ("http://localhost:9000",))
+    assert ServerConfig.load({"data_dir": tmp_path}, env={}).seed_remote_signing.default
+
+
+@pytest.mark.parametrize(
+    ("env", "problem"),
+    [
+        ({"METASTORE_WAREHOUSE": "s3://w", "METASTORE_WAREHOUSE_REMOTE_SIGNING": "{"}, "JSON"),
+        (
+            {"METASTORE_WAREHOUSE": "s3://w", "METASTORE_WAREHOUSE_REMOTE_SIGNING": '{"on": 1}'},
+            "remote-signing",
+        ),
+        ({"METASTORE_WAREHOUSE_REMOTE_SIGNING": SEED}, "s3://"),  # a file:// warehouse
+    ],
+)
+def test_a_bad_seed_setting_stops_the_node(
+    tmp_path: Path, env: dict[str, str], problem: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        ServerConfig.load({"data_dir": tmp_path}, env=env)
+    message = str(refused.value)
+    assert message.startswith("METASTORE_WAREHOUSE_REMOTE_SIGNING: ") and problem in message
