@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,32 @@ class Codec:
         if not isinstance(record, dict):
             raise CorruptRecord(f"{name}: decoded to {type(record).__name__}, not a record")
         return record
+
+    def leading_longs(self, name: str, data: bytes, fields: Sequence[str]) -> tuple[int, ...]:
+        """The leading ``fields`` of a record, read without decoding the rest: each must be
+        a ``long`` at that place in the writer's schema version (a commit's parent and
+        sequence number, for walks over a long history; a full decode reads its index)."""
+        if len(data) < HEADER_LEN or data[0] != FORMAT:
+            raise CorruptRecord(f"{name}: not a metastore record (bad header)")
+        writer = self._schemas.get((name, int.from_bytes(data[1:3], "big")))
+        leading = [(f["name"], f["type"]) for f in (writer or {}).get("fields", [])[: len(fields)]]
+        if leading != [(field, "long") for field in fields]:
+            raise CorruptRecord(f"{name}: this version does not start with longs {list(fields)}")
+        values: list[int] = []
+        at = HEADER_LEN
+        for _ in fields:
+            value, shift = 0, 0
+            while True:
+                if at >= len(data) or shift > 63:
+                    raise CorruptRecord(f"{name}: truncated long")
+                byte = data[at]
+                at += 1
+                value |= (byte & 0x7F) << shift
+                shift += 7
+                if not byte & 0x80:
+                    break
+            values.append((value >> 1) ^ -(value & 1))  # zigzag
+        return tuple(values)
 
 
 @cache

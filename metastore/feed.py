@@ -23,6 +23,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from metastore.chains import Chains, Links
 from metastore.errors import BadRequest, MetastoreError, NoSuchCommit
 from metastore.events import Event, derive
 from metastore.model import Commit
@@ -122,6 +123,8 @@ def read_page(
     after: Position | str | None,
     limit: int,
     shows: Shows,
+    chains: Chains,
+    links: Links,
     max_commits: int = MAX_COMMITS_SCANNED,
     lagging: bool = False,
 ) -> FeedPage:
@@ -129,73 +132,69 @@ def read_page(
     the current HEAD on) up to ``head_id``, at most ``limit`` that ``shows`` keeps, in
     commit order. Blocking reads: run it through ``Metastore.read``.
 
-    ``lagging``: this reader's history may be behind the one the cursor came from (a
-    cluster node's view, milliseconds behind another node's): a cursor past HEAD is
-    then not yet here, and the page is empty with ``next`` the cursor itself, so the
-    client asks again (a stream waits). Otherwise (one embedded node) such a cursor
-    was never handed out by this history, or a ref reset left it behind: a 400."""
+    The commits are found by sequence number in ``chains`` (walked with ``links``, only
+    as far as this page needs), so a reader far behind pays for the walk once, not on
+    every page. ``lagging``: this reader's history may be behind the one the cursor came
+    from (a cluster node's view, milliseconds behind another node's): a cursor past HEAD
+    is then not yet here, and the page is empty with ``next`` the cursor itself, so the
+    client asks again (a stream waits). Otherwise (one embedded node) such a cursor was
+    never handed out by this history, or a ref reset left it behind: a 400."""
     head = objects.commit(head_id)
     if after == HEAD:
         return FeedPage([], Position(head.id, head.seq, len(derive(objects, head))), False)
     assert not isinstance(after, str)
-    if after is not None and after.seq > head.seq and lagging:
-        return FeedPage([], after, False)
-    chain, start = _chain_after(objects, head, after)
+    if after is not None and after.seq > head.seq:
+        if lagging:
+            return FeedPage([], after, False)
+        raise InvalidCursor("invalid cursor: it names a commit past this catalog's HEAD")
+    try:
+        return _page(objects, head, after, limit, shows, chains, links, max_commits)
+    except NoSuchCommit:  # a commit it remembered was collected since: walk afresh
+        chains.forget(objects.tenant, objects.catalog)
+        return _page(objects, head, after, limit, shows, chains, links, max_commits)
+
+
+def _page(
+    objects: Objects,
+    head: Commit,
+    after: Position | None,
+    limit: int,
+    shows: Shows,
+    chains: Chains,
+    links: Links,
+    max_commits: int,
+) -> FeedPage:
+    low = after.seq if after is not None else None
+    stretch = chains.stretch(objects.tenant, objects.catalog, head.id, head.seq, low, links)
+    if after is None:
+        first_seq, start = stretch.base, 0
+    elif after.seq < stretch.base:  # the walk ended above it: the history was collected
+        raise CursorExpired(
+            "the cursor is older than this catalog's retained history (garbage collection "
+            "removed the commits after it); read the feed again from its start (no cursor)"
+        )
+    elif stretch.at(after.seq) != after.commit_id:
+        raise InvalidCursor("invalid cursor: its commit is not on this catalog's history")
+    else:
+        first_seq, start = after.seq, after.index
     events: list[Event] = []
-    position = after if after is not None else None
-    for scanned, (commit, first) in enumerate(_from(chain, start)):
-        if scanned == max_commits:
+    position = after
+    for seq in range(first_seq, head.seq + 1):
+        if seq - first_seq == max_commits:
             assert position is not None
             return FeedPage(events, position, True)
+        commit_id = stretch.at(seq)
+        assert commit_id is not None
+        commit = objects.commit(commit_id)
+        first = start if seq == first_seq else 0
         derived = derive(objects, commit)
         for event in derived[first:]:
             position = after_event(event)
             if shows(event):
                 events.append(event)
                 if len(events) == limit:
-                    more = position.index < len(derived) or commit is not chain[-1]
+                    more = position.index < len(derived) or seq < head.seq
                     return FeedPage(events, position, more)
         position = Position(commit.id, commit.seq, max(first, len(derived)))
-    assert position is not None  # the chain holds at least HEAD
+    assert position is not None  # the stretch holds at least HEAD
     return FeedPage(events, position, False)
-
-
-def _from(chain: list[Commit], start: int) -> list[tuple[Commit, int]]:
-    """The commits to read with the first event index of each (``start`` for the first)."""
-    return [(commit, start if i == 0 else 0) for i, commit in enumerate(chain)]
-
-
-def _chain_after(
-    objects: Objects, head: Commit, after: Position | None
-) -> tuple[list[Commit], int]:
-    """The commits to read, oldest first, and the event to start at in the first one.
-
-    With a cursor: its own commit (the rest of its events) and every newer one. The walk
-    goes back from HEAD by parent links and stops at the cursor's sequence number."""
-    if after is not None and after.seq > head.seq:
-        raise InvalidCursor("invalid cursor: it names a commit past this catalog's HEAD")
-    newest_first: list[Commit] = []
-    commit: Commit | None = head
-    while commit is not None:
-        if after is not None and commit.seq <= after.seq:
-            if commit.seq != after.seq or commit.id != after.commit_id:
-                raise InvalidCursor("invalid cursor: its commit is not on this catalog's history")
-            newest_first.append(commit)
-            return newest_first[::-1], after.index
-        newest_first.append(commit)
-        if not commit.parent:
-            commit = None
-            break
-        try:
-            commit = objects.commit(commit.parent)
-        except NoSuchCommit:  # the history before this is past the retention window
-            if after is not None:
-                raise CursorExpired(
-                    "the cursor is older than this catalog's retained history "
-                    "(garbage collection removed the commits after it); read the feed "
-                    "again from its start (no cursor)"
-                ) from None
-            commit = None
-    if after is not None:
-        raise InvalidCursor("invalid cursor: its commit is not on this catalog's history")
-    return newest_first[::-1], 0

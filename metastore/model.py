@@ -53,6 +53,13 @@ class Commit:
             },
         )
 
+    @staticmethod
+    def links(codec: Codec, data: bytes) -> tuple[int, int]:
+        """A stored commit's parent id and sequence number, without decoding the rest:
+        every version of the commit record starts with both (``Codec.leading_longs``)."""
+        parent, seq = codec.leading_longs("commit", data, ("parent", "seq"))
+        return parent, seq
+
     @classmethod
     def decode(cls, codec: Codec, obj_id: int, data: bytes) -> Commit:
         r = codec.decode("commit", data)

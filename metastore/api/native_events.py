@@ -22,7 +22,15 @@ from metastore.api.authz import checker as request_checker
 from metastore.api.event_forms import ACCEPT_BATCH, render, render_page, wants_stream
 from metastore.api.event_visibility import shows_for
 from metastore.api.principal import caller
-from metastore.api.typedefs import AUTHORIZER, CONFIG, FEED_CLOSING, IDENTITY, METASTORE
+from metastore.api.typedefs import (
+    AUTHORIZER,
+    CONFIG,
+    FEED_CHAINS,
+    FEED_CLOSING,
+    IDENTITY,
+    METASTORE,
+)
+from metastore.chains import Chains, stored_links
 from metastore.errors import BadRequest, MetastoreError, NotFound, Unauthorized
 from metastore.feed import (
     HEAD,
@@ -36,7 +44,6 @@ from metastore.feed import (
     read_page,
 )
 from metastore.security.authorizer import Checker
-from metastore.service import Metastore
 
 routes = web.RouteTableDef()
 
@@ -58,16 +65,14 @@ async def events(request: web.Request) -> web.StreamResponse:
     stream = wants_stream(request)
     after = _after(request, tenant, catalog, stream)
     cloudevents = _cloudevents(request)
-    metastore = request.app[METASTORE]
-    lagging = request.app[CONFIG].cluster_mode
     if stream:
         heartbeat = _heartbeat(request)
         limit = check_limit(_int(request, "limit") or MAX_LIMIT)
         checker = request_checker(request)
-        first = await _page(metastore, checker, tenant, catalog, after, limit, lagging)
+        first = await _page(request.app, checker, tenant, catalog, after, limit)
         return await _stream(request, tenant, catalog, first, limit, heartbeat, cloudevents)
     limit = check_limit(_int(request, "limit"))
-    page = await _page(metastore, request_checker(request), tenant, catalog, after, limit, lagging)
+    page = await _page(request.app, request_checker(request), tenant, catalog, after, limit)
     batch = ACCEPT_BATCH in request.headers.get("Accept", "")
     return render_page(request, tenant, catalog, page, cloudevents, batch)
 
@@ -116,22 +121,24 @@ def _heartbeat(request: web.Request) -> float:
 
 
 async def _page(
-    metastore: Metastore,
+    app: web.Application,
     checker: Checker | None,
     tenant: str,
     catalog: str,
     after: Position | str | None,
     limit: int,
-    lagging: bool,
 ) -> FeedPage:
-    """One page from this node's history (``lagging`` in cluster mode: a cursor another
-    node handed out may be ahead of this node's view for a moment)."""
+    """One page from this node's history (in cluster mode a cursor another node handed
+    out may be ahead of this node's view for a moment: ``lagging``)."""
+    metastore, chains = app[METASTORE], app[FEED_CHAINS]
+    lagging = app[CONFIG].cluster_mode
 
     def read() -> FeedPage:
         head = metastore.get_ref(tenant, catalog).head
         objects = metastore.objects(tenant, catalog)
         shows = shows_for(checker, tenant, catalog)
-        return read_page(objects, head, after, limit, shows, lagging=lagging)
+        links = stored_links(metastore.persistence, metastore.codec, tenant, catalog)
+        return read_page(objects, head, after, limit, shows, chains, links, lagging=lagging)
 
     return await metastore.read(read)
 
@@ -156,9 +163,6 @@ async def _stream(
         }
     )
     await response.prepare(request)
-    # a first comment sends the headers now: a client knows it is connected before
-    # the first event or heartbeat (aiohttp holds the headers until the first write)
-    await response.write(b": connected\n\n")
     closing = request.app[FEED_CLOSING]
     metastore = request.app[METASTORE]
     loop = asyncio.get_running_loop()
@@ -204,8 +208,7 @@ async def _next_page(
     request: web.Request, tenant: str, catalog: str, position: Position, limit: int
 ) -> FeedPage:
     checker = await _recheck(request)
-    lagging = request.app[CONFIG].cluster_mode
-    return await _page(request.app[METASTORE], checker, tenant, catalog, position, limit, lagging)
+    return await _page(request.app, checker, tenant, catalog, position, limit)
 
 
 async def _recheck(request: web.Request) -> Checker | None:
@@ -249,4 +252,5 @@ async def close_streams(app: web.Application) -> None:
 
 def setup_feed(app: web.Application) -> None:
     app[FEED_CLOSING] = asyncio.Event()
+    app[FEED_CHAINS] = Chains()  # each catalog's commit ids by sequence number, as walked
     app.on_shutdown.append(close_streams)

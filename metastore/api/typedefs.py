@@ -15,6 +15,7 @@ from aiohttp import web
 
 from metastore.api.documents import ApiDocuments
 from metastore.catalog_storage import CatalogStorage
+from metastore.chains import Chains
 from metastore.cluster.node import ClusterNode
 from metastore.cluster.peer_auth import Peers
 from metastore.config import ServerConfig
@@ -50,6 +51,7 @@ STATS: web.AppKey[Stats] = web.AppKey("stats")
 PENDING: web.AppKey[set[str]] = web.AppKey("pending")
 # set on shutdown: every open change-feed stream ends (``metastore.api.native_events``)
 FEED_CLOSING = web.AppKey("feed_closing", asyncio.Event)
+FEED_CHAINS = web.AppKey("feed_chains", Chains)  # commit ids by sequence, as walked
 
 # cluster mode only
 CLUSTER = web.AppKey("cluster", ClusterNode)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from metastore.cache import ObjectCache
+from metastore.chains import Chains, stored_links
 from metastore.commits import CommitRequest, RefAction
 from metastore.events import Event
 from metastore.feed import (
     HEAD,
     CursorExpired,
+    FeedPage,
     InvalidCursor,
     Position,
     after_event,
@@ -46,10 +50,42 @@ def head(node: Node) -> int:
     return ref.head
 
 
+class Reader:
+    """``read_page`` over one node's store with one remembered chain (like a node's)."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.chains = Chains()
+        self.walked = 0  # commits whose links were read
+
+    def links(self, commit_id: int) -> tuple[int, int] | None:
+        self.walked += 1
+        return stored_links(self.node.persistence, self.node.codec, "t1", "c1")(commit_id)
+
+    def page(
+        self, after: Position | str | None, limit: int, shows: Any = None, **kwargs: Any
+    ) -> FeedPage:
+        objects = fresh_objects(self.node)
+        return read_page(
+            objects,
+            head(self.node),
+            after,
+            limit,
+            shows or everyone,
+            self.chains,
+            self.links,
+            **kwargs,
+        )
+
+
 def read_all(node: Node, limit: int, after: Position | None = None) -> list[Event]:
+    return read_with(Reader(node), limit, after)
+
+
+def read_with(reader: Reader, limit: int, after: Position | None = None) -> list[Event]:
     events: list[Event] = []
     while True:
-        page = read_page(fresh_objects(node), head(node), after, limit, everyone)
+        page = reader.page(after, limit)
         events += page.events
         after = page.next
         if not page.more:
@@ -69,17 +105,19 @@ def test_every_page_size_reads_the_same_events_once_each(node: Node) -> None:
 
 def test_head_and_an_idle_cursor(node: Node) -> None:
     build(node, 2)
-    page = read_page(fresh_objects(node), head(node), HEAD, 10, everyone)
+    reader = Reader(node)
+    page = reader.page(HEAD, 10)
     assert page.events == [] and not page.more
-    again = read_page(fresh_objects(node), head(node), page.next, 10, everyone)
+    again = reader.page(page.next, 10)
     assert again.events == [] and again.next == page.next
 
 
 def test_filtered_commits_still_advance_the_cursor_and_bound_the_page(node: Node) -> None:
     ids = build(node, 5)
-    page = read_page(fresh_objects(node), head(node), None, 10, lambda e: False, max_commits=3)
+    reader = Reader(node)
+    page = reader.page(None, 10, lambda e: False, max_commits=3)
     assert page.events == [] and page.more and page.next.commit_id == ids[2]
-    rest = read_page(fresh_objects(node), head(node), page.next, 10, everyone)
+    rest = reader.page(page.next, 10)
     assert [e.commit_id for e in rest.events][::2] == ids[3:]
 
 
@@ -87,33 +125,58 @@ def test_a_cursor_past_the_retained_history_is_gone(
     node: Node, persistence: FaultyPersistence
 ) -> None:
     ids = build(node, 4)
-    first = read_all(node, 1000)
+    reader = Reader(node)
+    first = read_with(reader, 1000)  # it remembers the whole chain
     # garbage collection removed the two oldest commits: the history starts at the third
     persistence.write([], None, [fresh_objects(node).key(COMMIT.name, i) for i in ids[:2]])
-    retained = read_all(node, 1000)
-    assert retained == [e for e in first if e.commit_id in ids[2:]]
-    with pytest.raises(CursorExpired):
-        read_page(fresh_objects(node), head(node), after_event(first[0]), 10, everyone)
-    kept = next(e for e in first if e.commit_id == ids[2])
-    page = read_page(fresh_objects(node), head(node), after_event(kept), 100, everyone)
-    assert page.events == [e for e in first if e.commit_id in ids[2:]][1:]
+    for fresh in (False, True):  # with the chain it remembered, and afresh
+        if fresh:
+            reader = Reader(node)
+        retained = read_with(reader, 1000)
+        assert retained == [e for e in first if e.commit_id in ids[2:]]
+        with pytest.raises(CursorExpired):
+            reader.page(after_event(first[0]), 10)
+        kept = next(e for e in first if e.commit_id == ids[2])
+        page = reader.page(after_event(kept), 100)
+        assert page.events == [e for e in first if e.commit_id in ids[2:]][1:]
 
 
 def test_a_cursor_a_ref_reset_left_behind_is_invalid(node: Node) -> None:
     ids = build(node, 3)
-    events = read_all(node, 1000)
+    reader = Reader(node)
+    events = read_with(reader, 1000)
     beyond = after_event(events[-1])  # in the last commit
     reset = CommitRequest(operation="reset", ref_action=RefAction.RESET, reset_to=ids[1])
     node.committer.commit(MAIN, reset)
     with pytest.raises(InvalidCursor):  # past HEAD now
-        read_page(fresh_objects(node), head(node), beyond, 10, everyone)
+        reader.page(beyond, 10)
     # a cluster node's view may just be behind the node that handed the cursor out
-    page = read_page(fresh_objects(node), head(node), beyond, 10, everyone, lagging=True)
+    page = reader.page(beyond, 10, lagging=True)
     assert page.events == [] and page.next == beyond and not page.more
     node.committer.commit(MAIN, create_request(ns_key("x")))
     node.committer.commit(MAIN, create_request(ns_key("y")))
     with pytest.raises(InvalidCursor):  # same sequence number, another commit
-        read_page(fresh_objects(node), head(node), beyond, 10, everyone)
+        reader.page(beyond, 10)
+    # the remembered chain follows the fork: after the reset target come the new commits
+    after_reset = read_with(reader, 1000, after_event(events[2]))
+    assert [e.name for e in after_reset] == [("x",), ("y",)]
+
+
+def test_a_reader_far_behind_walks_the_history_once(node: Node) -> None:
+    build(node, 60)
+    reader = Reader(node)
+    first = reader.page(None, 2)  # from the start: one walk down the whole chain
+    walked = reader.walked
+    assert walked >= 60
+    page, pages = first, 1
+    while page.more:
+        page = reader.page(page.next, 2)
+        pages += 1
+    assert pages > 30 and reader.walked == walked  # later pages walk nothing again
+    node.committer.commit(MAIN, create_request(ns_key("new")))
+    newer = reader.page(page.next, 10)
+    assert [e.name for e in newer.events] == [("new",)]
+    assert reader.walked - walked <= 2  # the new HEAD, joined to what it remembered
 
 
 def test_cursors_are_bound_to_their_catalog_and_checked() -> None:
