@@ -92,7 +92,7 @@ def run(
         )
     tables = [t for t in read if isinstance(t, TableState)]
     stored = [t for t in read if isinstance(t, str)]  # metadata files of stored versions
-    mine = [t for t in tables if scope.covers(t.name.tenant, t.name.catalog)]
+    mine = [t for t in tables if scope.covers(t.name.tenant, t.name.catalog) and not t.dropped]
 
     # 1. expiry, table by table, through the node
     expired: list[Expired] = []
@@ -113,8 +113,8 @@ def run(
     for table in tables:
         io_by_location[table.location] = table.io_properties
         named.extend(metadata_files(table.metadata, table.metadata_location))
-        loaded = fresh.get(table.name.display())
-        if loaded is None:
+        loaded = None if table.dropped else fresh.get(table.name.display())
+        if loaded is None:  # a dropped one kept for its retention: all its files are live
             snapshots.extend(snapshot_files(table.metadata, table.io_properties, live=True))
             continue
         io_by_location[loaded.metadata["location"]] = table.io_properties

@@ -1,11 +1,12 @@
 """The Iceberg tables of a store, read from its rows in Spark tasks.
 
-Every catalog's ``main`` HEAD gives its live tables with their assembled metadata
-(as the Iceberg API assembles it), the FileIO properties of the catalog's storage,
-and the retention defaults above each table: its namespaces' properties (innermost
-first) and the catalog's own. All catalogs are read, whatever the job's scope:
-a file may be shared by tables of other catalogs (``add_files``, a registered
-table), and the job must see every reference before deleting anything.
+Every catalog's ``main`` HEAD gives its live tables (and the dropped ones it keeps)
+with their assembled metadata (as the Iceberg API assembles it), the FileIO
+properties of the catalog's storage, and the retention defaults above each table:
+its namespaces' properties (innermost first) and the catalog's own. All catalogs are
+read, whatever the job's scope: a file may be shared by tables of other catalogs
+(``add_files``, a registered table), and the job must see every reference before
+deleting anything.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from metastore import dropped
 from metastore.codec import default_codec
 from metastore.credentials import CredentialSources
 from metastore.errors import MetastoreError
@@ -37,6 +39,9 @@ class TableState:
     metadata_location: str | None
     io_properties: str  # JSON (picklable, shared by the catalog's tables)
     defaults: tuple[Mapping[str, str], ...] = field(default=())  # namespaces, then catalog
+    # dropped and kept for the catalog's retention (``metastore.dropped``): its files are
+    # live (nothing it references is deleted), but it is neither expired nor scanned
+    dropped: bool = False
 
     @property
     def location(self) -> str:
@@ -72,7 +77,8 @@ def catalog_tables(rows: CatalogRows) -> Iterator[TableState]:
     namespaces = {e.path: dict(e.properties) for k, e in live if k.kind is Kind.NAMESPACE}
     catalog = next((dict(e.properties) for k, e in live if k == CATALOG_RECORD), {})
     for key, entity in live:
-        if key.kind is not Kind.TABLE:
+        kept = key.kind is Kind.SYSTEM and key.name.startswith(dropped.PREFIX)
+        if key.kind is not Kind.TABLE and not (kept and entity.kind is Kind.TABLE):
             continue
         try:
             assembled = rows.iceberg(entity)
@@ -80,10 +86,11 @@ def catalog_tables(rows: CatalogRows) -> Iterator[TableState]:
             continue
         if assembled is None or "location" not in assembled[0]:
             continue
-        chain = [key.namespace[:n] for n in range(len(key.namespace), 0, -1)]
+        table = entity.key  # a kept one's name when it was dropped
+        chain = [table.namespace[:n] for n in range(len(table.namespace), 0, -1)]
         defaults = (*(namespaces.get(levels, {}) for levels in chain), catalog)
-        name = TableName(rows.tenant, rows.catalog, key.namespace, key.name)
-        yield TableState(name, assembled[0], assembled[1], io, defaults)
+        name = TableName(rows.tenant, rows.catalog, table.namespace, table.name)
+        yield TableState(name, assembled[0], assembled[1], io, defaults, dropped=kept)
 
 
 def stored_metadata_files(rows: CatalogRows) -> Iterator[str]:

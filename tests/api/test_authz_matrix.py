@@ -182,6 +182,12 @@ async def delete_native_table(world: World) -> Request:
     return Request("DELETE", f"{CAT}/namespaces/{NS}/tables/{await _new_table(world)}")
 
 
+async def undrop_native_table(world: World) -> Request:
+    name = await _new_table(world)
+    await world.ok("DELETE", f"{CAT}/namespaces/{NS}/tables/{name}", None, 204)  # kept
+    return Request("POST", f"{CAT}/namespaces/{NS}/tables/{name}/undrop")
+
+
 async def rename_native_table(world: World) -> Request:
     source = await _new_table(world)
     body = {
@@ -640,6 +646,7 @@ ROWS: dict[tuple[str, str], Row] = {
         ok_for(200, *WRITERS),
     ),
     ("DELETE", ENTITY): Row(delete_native_table, ok_for(204, "cadmin")),
+    ("POST", ENTITY + "/undrop"): Row(undrop_native_table, ok_for(200, *WRITERS)),
     ("POST", "/api/v1/tenants/{tenant}/catalogs/{catalog}/rename"): Row(
         rename_native_table, ok_for(204, "cadmin")
     ),
