@@ -29,6 +29,7 @@ from harness.node import NodeProcess
 from metastore.cli import _parser
 from metastore.codec import default_codec
 from metastore.keys import ObjKey, tenant_prefix
+from metastore.persistence.base import DEFAULT_RECENT_HEADS
 from metastore.persistence.layout import OBJ, decode_object
 from metastore.pipeline import gc_job
 from metastore.pipeline.catalog import CatalogRows
@@ -505,3 +506,46 @@ def test_frozen_log_pages_of_a_table_registered_again_between_mark_and_sweep_are
     assert ran.status == 0, ran.stdout
     assert len(client.load_table(("ns", "b")).metadata.snapshots) == 34
     audit_clean(spark, node.url, "pages", tmp_path / "audit")
+
+
+@pytest.mark.slow  # two gc runs and a maintain run on Spark
+def test_a_table_dropped_without_purge_keeps_its_files_until_its_retention_passes(
+    spark: SparkSession, node: NodeProcess, tmp_path: Path
+) -> None:
+    """Within the catalog's ``drop.retention-ms`` a dropped table is live for garbage
+    collection and maintenance (its objects are reachable, its files referenced): a gc run
+    and a maintain run delete none of them and it undrops with its rows; past the
+    retention the gc run collects it and its files."""
+    from .test_maintain import run_maintain
+
+    http = Http(node.url)
+    client = setup_catalog(http, "kept", "c")
+    table = client.create_table(("ns", "t"), SCHEMA)
+    for i in range(3):
+        append(table, i)
+    root = Path(client.load_table(("ns", "t")).metadata.location.removeprefix("file://"))
+    files = {p for p in root.rglob("*") if p.is_file()}
+    client.drop_table(("ns", "t"))
+    for i in range(DEFAULT_RECENT_HEADS + 1):  # the drop's commit leaves the recent HEADs
+        client.create_namespace(f"filler{i}")
+    base = "/api/v1/tenants/kept/catalogs/c"
+
+    maintained = run_maintain(spark, "--url", node.url, "--tenant", "kept", "--out",
+                              str(tmp_path / "maintain"), "--older-than", "0", "--json",
+                              "--no-progress")  # fmt: skip
+    assert maintained.status == 0, maintained.stdout
+    ran = gc(spark, "--url", node.url, "--tenant", "kept", "--grace", "0", "--retention", "0",
+             "--out", str(tmp_path / "gc1"))  # fmt: skip
+    assert ran.status == 0, ran.stdout
+    assert ran.summary["deleted"] > 0 and ran.summary["collected"] == 0  # history went
+    assert {p for p in root.rglob("*") if p.is_file()} == files
+    http.ok("POST", f"{base}/namespaces/ns/tables/t/undrop")
+    assert sorted(client.load_table(("ns", "t")).scan().to_arrow()["id"].to_pylist()) == [0, 1, 2]
+
+    client.drop_table(("ns", "t"))
+    http.ok("POST", f"{base}/properties", {"updates": {"drop.retention-ms": "0"}})
+    ran = gc(spark, "--url", node.url, "--tenant", "kept", "--grace", "0", "--retention", "0",
+             "--out", str(tmp_path / "gc2"))  # fmt: skip
+    assert ran.status == 0 and ran.summary["collected"] == 1, ran.stdout
+    assert not [p for p in root.rglob("*.parquet")]  # purged with it
+    assert http.call("POST", f"{base}/namespaces/ns/tables/t/undrop")[0] == 404
