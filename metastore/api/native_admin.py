@@ -18,6 +18,7 @@ from metastore.api.typedefs import METASTORE, STORAGE
 from metastore.api.validation import read_json
 from metastore.commits import CommitOutcome, Record
 from metastore.errors import BadRequest, NoSuchCommit
+from metastore.iceberg import rebase
 from metastore.keys import CATALOG_RECORD, SYSTEM_CATALOG
 from metastore.model import Entity
 from metastore.names import check_system_name
@@ -77,6 +78,7 @@ async def _update_record(request: web.Request, tenant: str, catalog: str) -> Ent
         guard_quota(request, body.get("updates", {}), body.get("removals", []))
     else:
         dropped.check_properties(body.get("updates", {}))
+        rebase.check_setting(body.get("updates", {}))
     metastore = request.app[METASTORE]
     entity = await Idempotency.of(request, metastore, tenant, catalog).run(
         lambda record: metastore.update_record(
@@ -141,6 +143,7 @@ async def create_catalog(request: web.Request) -> web.Response:
     body = await read_json(request, "create_catalog")
     name = check_system_name("catalog", body["name"])
     dropped.check_properties(body.get("properties", {}))
+    rebase.check_setting(body.get("properties", {}))
     metastore, storages = request.app[METASTORE], request.app[STORAGE]
     await metastore.read(metastore.check_tenant, tenant)
     given = "storage" in body

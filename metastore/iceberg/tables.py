@@ -53,7 +53,7 @@ from metastore.errors import (
     NoSuchTable,
     ValidationFailed,
 )
-from metastore.iceberg import pieces
+from metastore.iceberg import pieces, rebase
 from metastore.iceberg.column_defaults import with_defaults
 from metastore.iceberg.files import TableFiles, Warehouse
 from metastore.iceberg.lineage import INITIAL_ROW_ID, check_format_version
@@ -238,6 +238,7 @@ class Tables:
         else:
             location = self.default_location(tenant, catalog, key)
         check_properties(properties, location)
+        rebase.check_setting(properties)
         properties = {**NEW_TABLE_PROPERTIES, **properties}
         with iceberg_errors():
             check_format_version(properties.get(FORMAT_VERSION, DEFAULT_FORMAT_VERSION))
@@ -409,9 +410,7 @@ class Tables:
         if current is None and not creating:
             raise NoSuchTable(f"table does not exist: {change.key.display()}")
         base = self.model_of(tenant, catalog, current) if current is not None else None
-        with iceberg_errors():
-            for requirement in change.requirements:
-                requirement.validate(base)
+        change = self._checked(tenant, catalog, change, base, prepared)
         if base is not None:
             for update in change.updates:
                 if isinstance(update, AssignUUIDUpdate) and update.uuid != base.table_uuid:
@@ -436,12 +435,41 @@ class Tables:
         if location != new.location:
             new = new.model_copy(update={"location": location})
         check_properties(new.properties, location)
+        rebase.check_setting(new.properties, base.properties if base is not None else None)
         check_paths(added_paths(new, base, previous), location)
         location = self.warehouse.new_metadata_location(new, previous)
         text = metadata_text(new)  # the spec's JSON, as the metadata file has it
         files.write_text(text, location)
         prepared.files.append(location)
         self._stage(tenant, catalog, change.key, current, new, location, prepared, text)
+
+    def _checked(
+        self,
+        tenant: str,
+        catalog: str,
+        change: TableChange,
+        base: TableMetadata | None,
+        prepared: _Prepared,
+    ) -> TableChange:
+        """``change`` if ``base`` meets its requirements; else, when the table (or its
+        catalog) enables it, the change rebased on ``base`` (``rebase``); else 409."""
+        try:
+            with iceberg_errors():
+                for requirement in change.requirements:
+                    requirement.validate(base)
+            return change
+        except CommitConflict as conflict:
+            if base is None or not rebase.enabled(
+                base.properties, self._metastore.get_catalog(tenant, catalog).properties
+            ):
+                raise
+            try:
+                requirements, updates = rebase.rebased_commit(
+                    change.requirements, change.updates, base, prepared.io.io, prepared.files
+                )
+            except rebase.Refused as why:
+                raise CommitConflict(f"{conflict.message}; not rebased: {why.message}") from None
+            return TableChange(change.key, requirements, updates)
 
     def _stage(
         self,
