@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from harness.cluster import Cluster
+from harness.process import free_port
 from metastore import resources
 from metastore.cluster import topics
 from metastore.cluster.config import ClusterConfig
@@ -75,6 +76,19 @@ def test_publishing_events_needs_cluster_mode(tmp_path: Path) -> None:
 # -- a real consumer on the test broker ------------------------------------------------------
 
 
+def _serve_refused(bootstrap: str, prefix: str, root: Path) -> subprocess.CompletedProcess[str]:
+    """A publishing node started without the events topic: it must refuse to start."""
+    env = {
+        **os.environ,
+        "METASTORE_PUBLISH_EVENTS": "on",
+        "METASTORE_WAREHOUSE": (root / "warehouse").as_uri(),
+    }
+    command = [sys.executable, "-m", "metastore", "serve", "--kafka", bootstrap]
+    command += ["--topic-prefix", prefix, "--cluster-id", prefix, "--port", str(free_port())]
+    command += ["--data-dir", str(root / "refused")]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+
+
 def _read_until(config: ClusterConfig, partition: int, key: bytes, last: str) -> list[Any]:
     """Every event of the catalog ``key`` in its partition, read_committed, from the start
     up to and including the event with id ``last``."""
@@ -106,8 +120,12 @@ async def test_every_committed_change_is_published_once_in_commit_order(
         kafka_bootstrap, prefix, tmp_path / "nodes", size=1, env={"METASTORE_PUBLISH_EVENTS": "on"}
     )
     publishing = ClusterConfig(kafka_bootstrap, prefix=prefix, publish_events=True)
-    missing = topics.check(publishing)  # a publishing node would refuse to start
+    topics.create(cluster.config)  # the changelog topics only
+    missing = topics.check(publishing)
     assert any(publishing.events_topic in p and "missing" in p for p in missing), missing
+    refused = await asyncio.to_thread(_serve_refused, kafka_bootstrap, prefix, tmp_path)
+    assert refused.returncode == 2 and publishing.events_topic in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
     topics.create(publishing)
     assert topics.check(publishing) == []
     cluster.start()
