@@ -57,19 +57,16 @@ class Records:
             return None
         return int(self._entity(value[1]).properties.get(HOLDER, "0"))
 
-    def overlapping(self, location: Location, live_only: bool = False) -> str | None:
-        """A held location (its key) equal to, containing or inside ``location``, if any;
-        with ``live_only``, one a live table or view holds (not a dropped one)."""
+    def overlapping(self, location: Location) -> str | None:
+        """A held location (its key) equal to, containing or inside ``location``, if any."""
         root = f"{location.scheme}://{location.authority}/"
         for size in range(len(location.decoded) + 1):
             ancestor = root + "/".join(location.decoded[:size])
-            found = self._index.get(record_key(ancestor).encode()) is not None
-            if found and not (live_only and self._dropped(ancestor)):
+            if self._index.get(record_key(ancestor).encode()) is not None:
                 return ancestor
-        below = (key for key in self._below(location) if not (live_only and self._dropped(key)))
-        return next(below, None)
+        return next(iter(self._below(location)), None)
 
-    def _dropped(self, key: str) -> bool:
+    def kept(self, key: str) -> bool:
         """The holder of ``key`` is a dropped table or view, kept until it is collected."""
         holder = self.holder(key)
         return holder is not None and self._index.get(dropped_key(holder).encode()) is not None
@@ -106,10 +103,12 @@ def claim(before: Entity | None, after: Entity | None, records: Records) -> Chan
     new = normalize(after.location, f"{after.kind.label} location")
     if new.key == _held(before):
         return None
-    # a dropped table's location yields to a live one (its files are not purged from under
-    # it: a purge keeps what a live location holds), as a drop followed by a register of
-    # the same metadata expects; that dropped table cannot be undropped while it is taken
-    clash = records.overlapping(new, live_only=True)
+    clash = records.overlapping(new)
+    if clash == new.key and records.kept(clash):
+        # a dropped table's very location yields to a live one, as a drop followed by a
+        # register of the same metadata expects (its collection's purge keeps what a live
+        # location holds); the dropped one cannot be undropped while it is taken
+        clash = None
     if clash is not None:
         how = "is" if clash == new.key else "overlaps"
         raise BadRequest(
