@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test test-fast lint format bench clean cluster-up cluster-down cluster-logs
+.PHONY: help setup run test test-pyiceberg test-fast lint format bench clean cluster-up cluster-down cluster-logs
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-13s %s\n", $$1, $$2}'
@@ -22,8 +22,12 @@ setup: $(STAMP) ## create .venv and install the package with its test tools
 run: setup ## serve the embedded node on 127.0.0.1:8181, data in ./data (ARGS="--port 9000 ...")
 	$(VENV)/bin/metastore serve $(ARGS)
 
-test: setup ## run the whole test suite, slow tests included
+test: setup ## run the whole test suite, slow tests included, then PyIceberg's own integration tests (not with ARGS)
 	$(PY) -m pytest $(ARGS)
+	@if [ -z "$(ARGS)" ]; then $(PY) -m harness.pyiceberg_it; fi
+
+test-pyiceberg: setup ## PyIceberg's own integration tests against a node, file and S3 warehouses (ARGS="--warehouse s3 -- -x")
+	$(PY) -m harness.pyiceberg_it $(ARGS)
 
 test-fast: setup ## run the suite without the slow tests
 	$(PY) -m pytest -m "not slow" $(ARGS)
