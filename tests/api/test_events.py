@@ -260,6 +260,22 @@ async def test_stream_follows_commits_and_resumes_with_last_event_id(catalog: Ca
     assert [e["commit-id"] for e in [*first, live, *got] if e] == [c["id"] for c in history]
 
 
+async def test_stream_of_cloudevents(catalog: Catalog) -> None:
+    await catalog.create_namespace("a")
+    url = f"{catalog.api.base_url}{catalog.path}/events"
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+        streams = open_stream(session, url, format="cloudevents")
+        stream = await anext(streams)
+        events = [await stream.next_event(), await stream.next_event()]
+        await streams.aclose()
+    assert [e["type"] for e in events if e] == [
+        "metastore.catalog.create",
+        "metastore.namespace.create",
+    ]
+    assert all(e and e["id"] == e["data"]["id"] for e in events)
+    assert events[-1] is not None and stream.last_id == events[-1]["id"]
+
+
 async def test_stream_with_a_bad_cursor_is_400_before_streaming(catalog: Catalog) -> None:
     reply = await catalog.api.call(
         "GET",
