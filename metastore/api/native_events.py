@@ -192,8 +192,8 @@ async def _stream(
             head = await metastore.read(metastore.get_ref, tenant, catalog)
             if head.head != position.commit_id:
                 page = await _next_page(request, tenant, catalog, position, limit)
-    except (ConnectionResetError, asyncio.CancelledError):
-        return response  # the client went away, or the server stops: nothing to finish
+    except ConnectionResetError:
+        return response  # the client went away: nothing to finish
     except (Unauthorized, NotFound):
         pass  # the token stopped being valid, or the catalog is gone: end the stream
     except MetastoreError as exc:  # e.g. the history moved below the position (a reset)
