@@ -89,6 +89,12 @@ def _serve_refused(bootstrap: str, prefix: str, root: Path) -> subprocess.Comple
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
 
 
+def _topics_cli(action: str, bootstrap: str, prefix: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "metastore", "topics", action, "--events"]
+    command += ["--kafka", bootstrap, "--prefix", prefix]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
 def _read_until(config: ClusterConfig, partition: int, key: bytes, last: str) -> list[Any]:
     """Every event of the catalog ``key`` in its partition, read_committed, from the start
     up to and including the event with id ``last``."""
@@ -126,7 +132,12 @@ async def test_every_committed_change_is_published_once_in_commit_order(
     refused = await asyncio.to_thread(_serve_refused, kafka_bootstrap, prefix, tmp_path)
     assert refused.returncode == 2 and publishing.events_topic in refused.stderr, refused.stderr
     assert "Traceback" not in refused.stderr
-    topics.create(publishing)
+    created = await asyncio.to_thread(_topics_cli, "create", kafka_bootstrap, prefix)
+    assert created.returncode == 0, created.stderr
+    assert f"created {publishing.events_topic}" in created.stdout
+    assert f"found {publishing.refs_topic}" in created.stdout
+    checked = await asyncio.to_thread(_topics_cli, "check", kafka_bootstrap, prefix)
+    assert checked.returncode == 0 and publishing.events_topic in checked.stdout, checked
     assert topics.check(publishing) == []
     cluster.start()
     try:
