@@ -2,8 +2,8 @@
 
 ``Vendor.vend`` is blocking (an HTTPS call to STS): run it off the event loop. The
 call is signed with the catalog's own storage secrets (or the node's ambient AWS
-credentials when its storage names none). Credentials are cached per role, endpoint
-and scope and handed out again while at least half their lifetime remains, so a
+credentials when its storage names none). Credentials are cached per role, endpoint,
+signing key and scope and handed out again while at least half their lifetime remains, so a
 client that loads its table often costs one STS call per half lifetime, and every
 client gets credentials that stay valid for a while.
 
@@ -59,7 +59,7 @@ class Vendor:
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
         self._lock = threading.Lock()
-        self._cache: dict[tuple[str, str, Scope], tuple[Vended, float]] = {}
+        self._cache: dict[tuple[str, str, str, Scope], tuple[Vended, float]] = {}
 
     def vend(
         self,
@@ -69,7 +69,9 @@ class Vendor:
         principal: str,
     ) -> Vended:
         endpoint = settings.sts_endpoint or io_properties.get("s3.endpoint") or ""
-        key = (settings.role_arn, endpoint, scope)
+        # the signing key too: credentials vended with keys the storage no longer names
+        # (rotated, revoked) are not handed out again
+        key = (settings.role_arn, endpoint, io_properties.get("s3.access-key-id", ""), scope)
         now = self._clock()
         with self._lock:
             cached = self._cache.get(key)

@@ -24,6 +24,7 @@ from harness.s3 import Keys, S3Process
 from .support import SCHEMA, assert_error, rows
 
 SECRETS_ENV = "METASTORE_STORAGE_CREDENTIALS_VEND"
+UNKNOWN_ENV = "METASTORE_STORAGE_CREDENTIALS_UNKNOWN"  # keys the S3 server does not know
 TENANT = "/api/v1/tenants/default"
 ROOT = ("root", "root-secret-1")  # a service admin
 READER = ("reader", "reader-secret-1")  # holds TABLE_READ_DATA on the catalog
@@ -83,6 +84,7 @@ def vending(
     bucket = s3.make_bucket(f"vend-{uuid.uuid4().hex[:12]}")
     env = {
         SECRETS_ENV: json.dumps(s3.admin.io_properties()),
+        UNKNOWN_ENV: json.dumps(Keys("AKIAUNKNOWNUNKNOWN00", "not-a-known-secret").io_properties()),
         "METASTORE_AUTH": "on",
         "METASTORE_AUTH_CLIENTS": ",".join(f"{c}:{s}" for c, s in (ROOT, READER)),
         "METASTORE_AUTH_ADMINS": ROOT[0],
@@ -216,6 +218,35 @@ def test_hostile_vending_settings_are_refused(vending: Vending, vend: Any) -> No
     )
     assert_error(reply, 400)
     assert vending.call("root", "GET", f"{TENANT}/catalogs/{name}").status_code == 404
+
+
+def test_sts_refusing_is_a_503_naming_the_role(vending: Vending) -> None:
+    """The storage's keys stop working (here: replaced by keys STS does not know) after
+    the table exists: its load still answers, without credentials, as a 503."""
+    name = f"c{uuid.uuid4().hex[:10]}"
+    storage = {
+        "type": "s3",
+        "root": f"s3://{vending.bucket}/{name}",
+        "io-properties": vending.s3.io_properties(),
+        "credentials": {"env": SECRETS_ENV},
+        "credential-vending": {"role-arn": vending.s3.role_arn},
+    }
+    catalogs = f"{TENANT}/catalogs"
+    reply = vending.call("root", "POST", catalogs, json={"name": name, "storage": storage})
+    assert reply.status_code == 201, reply.text
+    client = RestCatalog("r", uri=vending.node.url, warehouse=name, token=vending.tokens["root"])
+    client.create_namespace(("db",))
+    client.create_table(("db", "t"), SCHEMA)
+    storage["credentials"] = {"env": UNKNOWN_ENV}
+    reply = vending.call("root", "POST", f"{catalogs}/{name}/storage", json={"storage": storage})
+    assert reply.status_code == 200, reply.text
+    path = f"/v1/{name}/namespaces/db/tables/t"
+    for attempt in (path, path + "/credentials"):
+        reply = vending.call("root", "GET", attempt, headers=DELEGATION)
+        assert_error(reply, 503, "ServiceUnavailableException")
+        assert vending.s3.role_arn in reply.json()["error"]["message"]
+        assert "not-a-known-secret" not in reply.text
+    assert vending.call("root", "GET", path).status_code == 200  # without asking: no STS
 
 
 def test_vending_needs_s3_storage(vending: Vending, tmp_path: Path) -> None:
