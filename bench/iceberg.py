@@ -23,6 +23,11 @@ single client, sequential:
 
 (``bench/scenarios/iceberg_workload.py``.)
 
+6. concurrent appenders: 16 PyIceberg clients appending to one table for
+   ``--append-seconds`` (appends/s, client retries, failures, every row once),
+   against this service with ``metastore.commit.rebase-appends`` on and off and
+   against each ``SqlCatalog`` (``bench/scenarios/iceberg_appenders.py``).
+
 Run from the repo root: ``.venv/bin/python -m bench.iceberg [--quick]``; the summary
 is also written to ``.bench/iceberg.json``. Never asserts; exit 1 on an error.
 """
@@ -37,8 +42,10 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
+from pyiceberg.catalog import Catalog
+
 from bench.report import command_line, save_report
-from bench.scenarios import iceberg_workload
+from bench.scenarios import iceberg_appenders, iceberg_workload
 from bench.scenarios.iceberg_backends import BACKENDS, ensure_postgres
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -49,6 +56,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run with small counts")
     parser.add_argument("--only", choices=["metastore", "sql-sqlite", "sql-postgres"], nargs="*")
+    parser.add_argument("--append-seconds", type=float, help="concurrent appenders' run time")
+    parser.add_argument(
+        "--appenders-only", action="store_true", help="only the concurrent appenders scenario"
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     args.tables = 20 if quick else 200
@@ -57,6 +68,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.lists = 5 if quick else 20
     args.history_commits = 3 if quick else 10
     args.max_snapshots = 100 if quick else 1000
+    if args.append_seconds is None:
+        args.append_seconds = 5.0 if quick else 20.0
     return args
 
 
@@ -64,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"command: {command_line('bench.iceberg')}")
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; single client, sequential")
     results: dict[str, dict[str, float]] = {}
+    appends: dict[str, dict[str, float]] = {}
     notes: list[str] = []
     failed = False
     for name, backend in BACKENDS.items():
@@ -76,15 +90,37 @@ def run(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as tmp, ExitStack() as stack:
             try:
                 catalog = stack.enter_context(backend(Path(tmp)))
-                results[name] = iceberg_workload.workload(catalog, args)
+                if not args.appenders_only:
+                    results[name] = iceberg_workload.workload(catalog, args)
+                appends.update(_appenders(name, catalog, args.append_seconds))
             except Exception as exc:  # report and go on with the other backends
                 failed = True
                 notes.append(f"{name} failed: {type(exc).__name__}: {exc}")
                 print(f"  FAILED: {exc}", flush=True)
-    text = "\n".join(iceberg_workload.section(results)) + "".join(f"\n{n}" for n in notes)
+    text = "\n".join(iceberg_workload.section(results) if results else [])
+    text += "\n\n" + "\n".join(iceberg_appenders.section(appends))
+    text += "".join(f"\n{n}" for n in notes)
     print("\n" + "=" * 80 + "\n" + text)
-    save_report(OUT_PATH, REPO_ROOT, {"args": vars(args), "results": results, "notes": notes})
+    save_report(
+        OUT_PATH,
+        REPO_ROOT,
+        {"args": vars(args), "results": results, "appenders": appends, "notes": notes},
+    )
     return 1 if failed else 0
+
+
+def _appenders(name: str, catalog: Catalog, seconds: float) -> dict[str, dict[str, float]]:
+    """The concurrent appenders on this backend: on this service, rebase on and off, and
+    one client alone."""
+    if name != "metastore":
+        return {name: iceberg_appenders.appenders(catalog, "hot", {}, seconds)}
+    on = {iceberg_appenders.REBASE: "true"}
+    off = {iceberg_appenders.REBASE: "false"}
+    return {
+        "metastore rebase on": iceberg_appenders.appenders(catalog, "rebase_on", on, seconds),
+        "metastore rebase off": iceberg_appenders.appenders(catalog, "rebase_off", off, seconds),
+        "metastore 1 client": iceberg_appenders.appenders(catalog, "alone", on, seconds, 1),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:

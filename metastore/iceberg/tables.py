@@ -5,8 +5,10 @@ client's Iceberg requirements, apply its updates with pyiceberg's reducer, write
 the new metadata.json, then commit the new pieces with ``AssertVersion`` on every
 table touched. If another commit changed one of those tables in between, the
 whole request is redone on the fresh state (the client's requirements decide
-whether it still applies, ``REBASES``); only a failed Iceberg requirement
-reaches the client as 409. Several tables in one request are one commit: all
+whether it still applies, ``REBASES``; from its second attempt on, a
+single-table request waits its turn behind the others that lost, ``turns``); only
+a failed Iceberg requirement reaches the client as 409, unless the table lets
+the server rebase a stale append (``rebase``). Several tables in one request are one commit: all
 change or none does. Reading the store, building metadata and file I/O run in a
 worker thread, never on the event loop; only the commit itself is awaited there.
 """
@@ -18,7 +20,7 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +62,7 @@ from metastore.iceberg.lineage import INITIAL_ROW_ID, check_format_version
 from metastore.iceberg.metadata_json import metadata_text
 from metastore.iceberg.purge import Purge, PurgeCounters, PurgeReport
 from metastore.iceberg.table_paths import added_paths, check_paths, check_properties
+from metastore.iceberg.turns import Turns
 from metastore.iceberg.updates import ModelCache, ModelKey, apply_updates
 from metastore.keys import EntityKey, Kind
 from metastore.location_index import Records
@@ -154,6 +157,7 @@ class Tables:
         self.warehouse = warehouse
         self._models = ModelCache()
         self.purges = PurgeCounters()
+        self._turns = Turns()
 
     # --- reads -------------------------------------------------------------------------
 
@@ -366,31 +370,34 @@ class Tables:
         if len(set(keys)) != len(keys):
             raise BadRequest("a transaction may change each table at most once")
         attempts = REBASES.start()
-        while True:
-            prepared = await asyncio.to_thread(self._prepare, tenant, catalog, changes)
-            if not prepared.changes:
-                return prepared.results
-            request = CommitRequest(
-                tuple(prepared.requirements),
-                (*prepared.changes, *extra(prepared.results)),
-                principal,
-                "commit table" if len(changes) == 1 else f"commit {len(changes)} tables",
-                objects=tuple(prepared.objects.values()),
-            )
-            try:
-                await self._metastore.commit(tenant, catalog, request)
-            except CommitConflict:  # another commit moved a table: redo on the fresh state
-                await self._discard(prepared)
-                if not await attempts.abackoff():
+        async with AsyncExitStack() as turn:
+            while True:
+                prepared = await asyncio.to_thread(self._prepare, tenant, catalog, changes)
+                if not prepared.changes:
+                    return prepared.results
+                request = CommitRequest(
+                    tuple(prepared.requirements),
+                    (*prepared.changes, *extra(prepared.results)),
+                    principal,
+                    "commit table" if len(changes) == 1 else f"commit {len(changes)} tables",
+                    objects=tuple(prepared.objects.values()),
+                )
+                try:
+                    await self._metastore.commit(tenant, catalog, request)
+                except CommitConflict:  # another commit moved a table: redo on the fresh state
+                    await self._discard(prepared)
+                    if not await attempts.abackoff():
+                        raise
+                    log.debug("table commit lost to another commit: attempt %d", attempts.attempt)
+                    if attempts.attempt == 2 and len(changes) == 1:  # ``turns``
+                        await turn.enter_async_context(self._turns.turn((tenant, catalog, *keys)))
+                    continue
+                except MetastoreError as exc:
+                    await self._discard_unless_unknown(exc, prepared)
                     raise
-                log.debug("table commit lost to another commit: attempt %d", attempts.attempt)
-                continue
-            except MetastoreError as exc:
-                await self._discard_unless_unknown(exc, prepared)
-                raise
-            for version, model in prepared.models:
-                self._models.put(version, model)
-            return prepared.results
+                for version, model in prepared.models:
+                    self._models.put(version, model)
+                return prepared.results
 
     def _prepare(self, tenant: str, catalog: str, changes: Sequence[TableChange]) -> _Prepared:
         prepared = _Prepared(self.warehouse.files(tenant, catalog))
