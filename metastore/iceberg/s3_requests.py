@@ -15,8 +15,9 @@ certainty:
   decodes; no ``.``/``..`` or empty segment, control character or backslash.
 - **Known operations only**: reading an object (``GET``/``HEAD``), writing one
   (``PUT``, multipart upload parts, ``DELETE``, copying from another key, which is
-  read too), listing under a prefix, and a batch delete whose body lists its keys (and
-  whose checksum header binds that body to the signature). Subresources that change
+  read too), listing under a prefix, and a batch delete whose body lists its keys
+  (signed with the body's SHA-256 as payload hash, so S3 refuses any other body).
+  Subresources that change
   more than data (``?acl``, ``?tagging``, ``?retention``, ``x-amz-acl`` and
   ``x-amz-grant-*`` headers), bucket operations and anything else are refused.
 
@@ -74,6 +75,7 @@ class Target:
     bucket: str
     keys: tuple[str, ...] = ()
     prefix: str | None = None
+    payload: str | None = None  # the payload hash to sign (a batch delete's body's SHA-256)
 
     def check_within(self, table_location: str) -> None:
         """403 unless everything the request touches lies inside ``table_location``."""
@@ -144,7 +146,7 @@ def parse(
         _check_key(prefix, "prefix")
         return Target(Access.READ, "list", bucket, prefix=prefix)
     if method == "POST" and names <= {"delete", "x-id"} and "delete" in names:
-        return Target(Access.WRITE, "delete objects", bucket, _deleted_keys(body, headers))
+        return _batch_delete(bucket, body, headers)
     raise Forbidden(f"{method} on a bucket ({_describe(names)}) is not signed")
 
 
@@ -276,19 +278,19 @@ def _copy_source(value: str) -> tuple[str, str]:
 # --- batch deletes -------------------------------------------------------------------------
 
 
-def _deleted_keys(body: str | None, headers: Headers) -> tuple[str, ...]:
-    """The keys a batch delete's body lists, if a checksum header the signature covers
-    binds exactly this body (so the request sent is the one checked)."""
+def _batch_delete(bucket: str, body: str | None, headers: Headers) -> Target:
+    """A batch delete of the keys its body lists, signed with the body's SHA-256 as its
+    payload hash, which S3 verifies: the body sent is the one checked. (A Content-MD5 or
+    CRC32 binds nothing: a second body with the same checksum is easy to make.)"""
     if body is None:
         raise Forbidden("a batch delete is signed only with its body (the keys it deletes)")
     data = body.encode()
     if len(data) > MAX_DELETE_BODY:
         raise BadRequest(f"a batch delete's body is larger than {MAX_DELETE_BODY} bytes")
-    if not _bound(data, headers):
-        raise Forbidden(
-            "a batch delete is signed only with a Content-MD5 or x-amz-checksum-crc32/sha1/"
-            "sha256 header matching its body"
-        )
+    payload = hashlib.sha256(data).hexdigest()
+    if _one(headers, "x-amz-content-sha256") not in (None, payload):
+        raise Forbidden("a batch delete is signed only with its body's SHA-256 as payload hash")
+    _check_checksums(data, headers)
     if "<!" in body:
         raise BadRequest("a batch delete's body must not declare a DTD or entities")
     try:
@@ -300,7 +302,7 @@ def _deleted_keys(body: str | None, headers: Headers) -> tuple[str, ...]:
         raise BadRequest(f"a batch delete must list 1-{MAX_DELETE_KEYS} keys")
     for key in keys:
         _check_key(key, "key")
-    return tuple(keys)
+    return Target(Access.WRITE, "delete objects", bucket, tuple(keys), payload=payload)
 
 
 def _local(tag: str) -> str:
@@ -331,9 +333,8 @@ _CHECKSUMS: dict[str, Callable[[bytes], bytes]] = {
 }
 
 
-def _bound(data: bytes, headers: Headers) -> bool:
-    """Whether a checksum header of the request matches ``data`` (and none contradicts it)."""
-    matched = False
+def _check_checksums(data: bytes, headers: Headers) -> None:
+    """400 for a checksum header that does not match ``data`` (the client's own mistake)."""
     for name, digest in _CHECKSUMS.items():
         value = _one(headers, name)
         if value is None:
@@ -344,5 +345,3 @@ def _bound(data: bytes, headers: Headers) -> bool:
             raise BadRequest(f"header {name} is not base64") from None
         if given != digest(data):
             raise BadRequest(f"header {name} does not match the body")
-        matched = True
-    return matched

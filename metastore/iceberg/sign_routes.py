@@ -65,7 +65,9 @@ async def sign_request(request: web.Request) -> web.Response:
         )
     region = _region(storage, body["region"])
     now = datetime.now(UTC)
-    signed = sign(body["method"], body["uri"], headers, region, keys, now)
+    signed = sign(
+        body["method"], body["uri"], headers, region, keys, now, payload_hash=target.payload
+    )
     response = json_response({"uri": body["uri"], "headers": {k: [v] for k, v in signed.items()}})
     response.headers["Cache-Control"] = "no-cache"
     return response

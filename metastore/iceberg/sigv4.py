@@ -2,9 +2,10 @@
 
 The client sends the request; the catalog only computes its ``Authorization`` header
 with the storage's keys, so the secret never leaves the node. The payload is not
-signed (the signer never sees the body): the hash is the client's own
+signed (the signer does not see the body): the hash is the client's own
 ``x-amz-content-sha256`` when it sent one, ``UNSIGNED-PAYLOAD`` otherwise, as S3
-clients do over TLS. Every header the client gave is signed (but those that change
+clients do over TLS; a batch delete, whose body says what it deletes, is signed with
+its body's SHA-256. Every header the client gave is signed (but those that change
 in transit: ``expect``, ``user-agent``, ``transfer-encoding``, ``x-amzn-trace-id``),
 so a signature covers exactly the request that was checked.
 
@@ -65,9 +66,11 @@ def sign(
     keys: AwsKeys,
     now: datetime,
     service: str = "s3",
+    payload_hash: str | None = None,
 ) -> dict[str, str]:
     """The headers that sign ``method uri`` with ``headers`` (lower-case names): to be
-    added to the request as they are. 400 for headers the signer must provide itself."""
+    added to the request as they are. 400 for headers the signer must provide itself.
+    ``payload_hash``: sign the body's SHA-256 (hex) instead of an unsigned payload."""
     for name in ("authorization", "x-amz-security-token"):
         if name in headers:
             raise BadRequest(f"the request to sign already carries {name}")
@@ -82,8 +85,11 @@ def sign(
     if "x-amz-date" not in signed:
         added["X-Amz-Date"] = signed["x-amz-date"] = stamp
     payload = signed.get("x-amz-content-sha256")
+    if payload_hash is not None and payload not in (None, payload_hash):
+        raise BadRequest("x-amz-content-sha256 is not the body's SHA-256")
     if payload is None:
-        added["X-Amz-Content-SHA256"] = signed["x-amz-content-sha256"] = payload = UNSIGNED_PAYLOAD
+        payload = payload_hash or UNSIGNED_PAYLOAD
+        added["X-Amz-Content-SHA256"] = signed["x-amz-content-sha256"] = payload
     elif payload not in PAYLOADS and not (len(payload) == 64 and set(payload) <= _HEX64):
         raise BadRequest("x-amz-content-sha256 must be a SHA-256 or UNSIGNED-PAYLOAD")
     if keys.session_token:

@@ -192,6 +192,7 @@ def test_outside_the_table_is_forbidden(uri: str) -> None:
         ("PUT", f"{BASE}/lake?policy", {}),
         ("DELETE", f"{BASE}/lake", {}),
         ("POST", f"{BASE}/lake?delete", {}),  # a batch delete without its body
+        ("POST", f"{BASE}/lake?delete&policy", {}),
         ("OPTIONS", OBJ, {}),
         ("PATCH", OBJ, {}),
     ],
@@ -249,24 +250,51 @@ def md5_header(body: str) -> dict[str, list[str]]:
     return {"content-md5": [base64.b64encode(digest).decode()]}
 
 
-def test_batch_delete_checks_every_key_of_its_bound_body() -> None:
+def test_batch_delete_checks_every_key_and_signs_its_body() -> None:
     uri = f"{BASE}/lake?delete"
     body = DELETE_BODY.format(second="sales/ns/orders/data/b.parquet")
-    found = target("POST", uri, md5_header(body), body=body)
-    assert found.access is Access.WRITE and len(found.keys) == 2
-    found.check_within(TABLE)
+    digest = hashlib.sha256(body.encode()).hexdigest()
+    for headers in ({}, md5_header(body), {"x-amz-content-sha256": [digest]}):
+        found = target("POST", uri, headers, body=body)
+        assert found.access is Access.WRITE and len(found.keys) == 2
+        assert found.payload == digest  # S3 refuses any other body under this signature
+        found.check_within(TABLE)
     other = DELETE_BODY.format(second="sales/ns/other/data/b.parquet")
     with pytest.raises(Forbidden):
         target("POST", uri, md5_header(other), body=other).check_within(TABLE)
-    with pytest.raises(Forbidden):  # no checksum: the body sent could differ
-        target("POST", uri, {}, body=body)
+    with pytest.raises(Forbidden):  # an unsigned payload: the body sent could differ
+        target("POST", uri, {"x-amz-content-sha256": ["UNSIGNED-PAYLOAD"]}, body=body)
     with pytest.raises(BadRequest):  # a checksum of another body
         target("POST", uri, md5_header(other), body=body)
     evil = '<!DOCTYPE d [<!ENTITY e "x">]><Delete><Object><Key>&e;</Key></Object></Delete>'
     with pytest.raises(BadRequest):
-        target("POST", uri, md5_header(evil), body=evil)
+        target("POST", uri, {}, body=evil)
     with pytest.raises(BadRequest):
-        target("POST", uri, md5_header("<Delete>"), body="<Delete>")
+        target("POST", uri, {}, body="<Delete>")
+
+
+def test_a_signed_payload_is_botocores() -> None:
+    body = DELETE_BODY.format(second="sales/ns/orders/data/b.parquet")
+    url = f"{BASE}/lake?delete"
+    request = AWSRequest(method="POST", url=url, data=body.encode(), headers={})
+    request.context["client_config"] = Config(s3={"payload_signing_enabled": True})
+    credentials = Credentials(KEYS.access_key_id, KEYS.secret_access_key)
+    S3SigV4Auth(credentials, "s3", "us-east-1").add_auth(request)
+    when = datetime.strptime(request.headers["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    digest = hashlib.sha256(body.encode()).hexdigest()
+    ours = sign("POST", url, {}, "us-east-1", KEYS, when, payload_hash=digest)
+    assert ours["X-Amz-Content-SHA256"] == digest == request.headers["X-Amz-Content-SHA256"]
+    assert ours["Authorization"] == request.headers["Authorization"]
+    with pytest.raises(BadRequest):  # the client's own hash of another body
+        sign(
+            "POST",
+            url,
+            {"x-amz-content-sha256": ["0" * 64]},
+            "us-east-1",
+            KEYS,
+            when,
+            payload_hash=digest,
+        )
 
 
 # --- the storage setting ----------------------------------------------------------------------
