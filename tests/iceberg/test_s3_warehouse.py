@@ -17,6 +17,7 @@ import requests
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import NoSuchTableError
 
+from harness.cluster import Cluster
 from harness.node import NodeProcess
 from harness.s3 import KEYS, S3Process
 
@@ -145,3 +146,44 @@ def test_purge_deletes_the_tables_objects_and_nothing_else(lake: S3Lake) -> None
     assert lake.keys(f"{prefix}/db/dropped/") == kept
     neighbour = catalog.load_table(("db", "purged_too"))
     assert neighbour.scan().to_arrow()["id"].to_pylist() == [3]
+
+
+@pytest.mark.slow
+def test_a_cluster_shares_one_s3_warehouse(
+    s3_server: S3Process, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Two cluster nodes seeded with one S3 warehouse: a table written through one node
+    is read and purged through the other (catalogs of both owners, so writes are
+    forwarded both ways)."""
+    bucket = s3_server.make_bucket(f"cluster-{uuid.uuid4().hex[:12]}")
+    env = {
+        "METASTORE_WAREHOUSE": f"s3://{bucket}/wh",
+        "METASTORE_WAREHOUSE_IO": json.dumps(s3_server.io_properties()),
+        "METASTORE_WAREHOUSE_CREDENTIALS": json.dumps({"env": SECRETS_ENV}),
+        SECRETS_ENV: json.dumps(KEYS.io_properties()),
+    }
+    nodes = Cluster(kafka_bootstrap, f"s{uuid.uuid4().hex[:10]}", tmp_path, size=2, env=env)
+    try:
+        nodes.start()
+        first, second = nodes.nodes
+        names = [f"c{i}{uuid.uuid4().hex[:8]}" for i in range(4)]
+        for name in names:
+            reply = requests.post(
+                f"{first.url}/api/v1/tenants/{TENANT}/catalogs", json={"name": name}, timeout=60
+            )
+            assert reply.status_code == 201, reply.text
+        properties = {**s3_server.io_properties(), **KEYS.io_properties()}
+        for name in names:
+            writer = RestCatalog("w", uri=first.url, warehouse=name, **properties)
+            writer.create_namespace(("db",))
+            writer.create_table(("db", "t"), SCHEMA).append(rows([1, 2]))
+            reader = RestCatalog("r", uri=second.url, warehouse=name, **properties)
+            table = reader.load_table(("db", "t"))
+            assert table.location() == f"s3://{bucket}/wh/{TENANT}/{name}/db/t"
+            assert sorted(table.scan().to_arrow()["id"].to_pylist()) == [1, 2]
+            reader.purge_table(("db", "t"))
+            left = s3_server.keys_in(bucket, f"wh/{TENANT}/{name}/db/t/")
+            assert all(k.endswith("/") for k in left), left
+        assert len(nodes.alive()) == 2
+    finally:
+        nodes.close()
