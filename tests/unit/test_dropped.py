@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from metastore import dropped
-from metastore.changes import DROPPED_BY, CreateEntity, DropEntity, UndropEntity
+from metastore.changes import DROPPED_BY, CreateEntity, DeleteEntity, DropEntity, UndropEntity
 from metastore.commits import CommitOutcome, CommitRequest
-from metastore.errors import AlreadyExists, BadRequest, NoSuchTable, NoSuchView
+from metastore.errors import AlreadyExists, BadRequest, NoSuchNamespace, NoSuchTable, NoSuchView
 from metastore.keys import EntityKey
 from metastore.model import Commit, Entity
 from tests.unit.conftest import MAIN, Node, create_catalog_ref, create_request, ns_key
@@ -125,3 +125,14 @@ def test_a_kept_location_yields_to_a_live_one_and_is_taken_back_when_free(db: No
     commit(db, CreateEntity(_table_key(("db",), "v"), location=f"{ROOT}/v"))
     with pytest.raises(BadRequest):  # the live one holds it again
         commit(db, CreateEntity(_table_key(("db",), "w"), location=f"{ROOT}/t"))
+
+
+def test_kept_tables_hold_up_no_namespace_drop_and_cannot_come_back_without_it(
+    db: Node,
+) -> None:
+    commit(db, CreateEntity(T))
+    commit(db, DropEntity(T, "p"))
+    commit(db, DeleteEntity(ns_key("db")))  # nothing live inside: it may go
+    with pytest.raises(NoSuchNamespace):
+        commit(db, UndropEntity(T))
+    assert len(kept(db)) == 1
