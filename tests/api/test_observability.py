@@ -8,6 +8,7 @@ request id it sent.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import time
@@ -27,6 +28,7 @@ from tests.api.support import TIMEOUT, Api, Reply, assert_status
 
 NAMESPACES_ROUTE = "/api/v1/tenants/{tenant}/catalogs/{catalog}/namespaces"
 TASKS = "/api/v1/admin/tasks"
+ACCESS_LINE_WAIT_S = 10.0  # the line follows the answer at once; this bounds a failure
 
 
 @pytest.fixture(scope="module")
@@ -81,14 +83,14 @@ def log_lines(node: NodeProcess) -> list[dict[str, Any]]:
     return lines
 
 
-def access_line(node: NodeProcess, request_id: str, timeout: float = 10.0) -> dict[str, Any]:  # noqa: ASYNC109
+async def access_line(node: NodeProcess, request_id: str) -> dict[str, Any]:
     """The access line of the request ``request_id`` (written once its answer is made)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + ACCESS_LINE_WAIT_S
     while time.monotonic() < deadline:
         for line in log_lines(node):
             if line.get("logger") == "metastore.access" and line.get("request_id") == request_id:
                 return line
-        time.sleep(0.02)
+        await asyncio.sleep(0.02)
     raise AssertionError(f"no access line for {request_id} in {node.log_tail()}")
 
 
@@ -175,7 +177,7 @@ async def test_every_line_is_json_and_a_request_has_its_access_line(
     assert_status(reply, 201)
     assert header(reply, "X-Request-Id") == request_id
 
-    line = access_line(json_node, request_id)
+    line = await access_line(json_node, request_id)
     assert line["level"] == "INFO" and line["method"] == "POST", line
     assert line["route"] == NAMESPACES_ROUTE and line["status"] == 201, line
     assert line["trace_id"] == trace and line["span_id"] != "ab" * 8, line
@@ -203,7 +205,7 @@ async def test_a_malformed_traceparent_starts_a_new_trace(
     headers = {"X-Request-Id": request_id, "traceparent": traceparent}
     reply = await api.call("GET", "/health", headers=headers)
     assert reply.status == 200, reply.describe()
-    line = access_line(json_node, request_id)
+    line = await access_line(json_node, request_id)
     assert len(line["trace_id"]) == 32 and line["trace_id"] not in traceparent.lower(), line
 
 
@@ -213,7 +215,8 @@ async def test_a_request_id_that_is_not_a_plain_token_is_replaced(
     reply = await api.call("GET", "/health", headers={"X-Request-Id": "a b\tc"})
     assert reply.status == 200
     request_id = header(reply, "X-Request-Id")
-    assert request_id != "a b\tc" and access_line(json_node, request_id)["route"] == "/health"
+    assert request_id != "a b\tc"
+    assert (await access_line(json_node, request_id))["route"] == "/health"
 
 
 def test_the_log_format_is_text_or_json(tmp_path: Path) -> None:

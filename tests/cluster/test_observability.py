@@ -64,8 +64,8 @@ async def test_a_forwarded_write_keeps_its_request_id_and_trace_on_the_owner(
     reply = await entry.call("POST", catalog.path + "/namespaces", json_body=body, headers=headers)
     assert_status(reply, 201)
 
-    at_entry = access_line(cluster.nodes[0], request_id)
-    at_owner = access_line(cluster.nodes[1], request_id)
+    at_entry = await access_line(cluster.nodes[0], request_id)
+    at_owner = await access_line(cluster.nodes[1], request_id)
     for line in (at_entry, at_owner):
         assert line["trace_id"] == trace and line["route"] == NAMESPACES_ROUTE, line
         assert line["status"] == 201 and line["tenant"] == catalog.tenant, line
@@ -100,7 +100,7 @@ async def test_a_write_without_ids_is_forwarded_with_the_entry_nodes_ids(
     reply = await entry.call("POST", catalog.path + "/namespaces", json_body=body)
     assert_status(reply, 201)
     request_id = {k.lower(): v for k, v in reply.headers.items()}["x-request-id"]
-    at_entry = access_line(cluster.nodes[0], request_id)
-    at_owner = access_line(cluster.nodes[1], request_id)
+    at_entry = await access_line(cluster.nodes[0], request_id)
+    at_owner = await access_line(cluster.nodes[1], request_id)
     assert at_owner["trace_id"] == at_entry["trace_id"], (at_entry, at_owner)
     assert at_owner["span_id"] != at_entry["span_id"]
