@@ -25,7 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
-from metastore.api.validation import read_json
+from metastore.api.validation import off_loop, read_json
 from metastore.errors import BadRequest, StorageUnavailable
 from metastore.iceberg import s3_requests
 from metastore.iceberg.context import Call, json_response, named
@@ -54,7 +54,10 @@ async def sign_request(request: web.Request) -> web.Response:
         raise BadRequest("remote signing signs S3 requests of tables in S3 storage only")
     headers = _headers(body["headers"])
     endpoints = storage.remote_signing.client_endpoints(storage.io_properties.get("s3.endpoint"))
-    target = s3_requests.parse(body["method"], body["uri"], headers, body.get("body"), endpoints)
+    given = body.get("body")  # a batch delete's XML, up to 1 MiB: parsed off the loop if large
+    target = await off_loop(
+        len(given or ""), s3_requests.parse, body["method"], body["uri"], headers, given, endpoints
+    )
     target.check_within(str(state.metadata.get("location", "")))
     secrets = await asyncio.to_thread(storage_of.io_properties, storage)
     keys = AwsKeys.of(secrets)
