@@ -310,3 +310,18 @@ def test_the_table_config_offers_remote_signing_when_enabled_or_asked(lake: Lake
     asked = lake.call("writer", "GET", plain, headers=ASK).json()["config"]
     assert asked["s3.remote-signing-enabled"] == "true"
     assert not any("secret" in k or "access-key" in k for k in asked)
+
+
+def test_the_storage_setting_is_shown_and_checked(lake: Lake) -> None:
+    shown = lake.call("root", "GET", f"{TENANT}/catalogs/{lake.enabled}").json()["storage"]
+    assert shown["remote-signing"] == {"enabled": True, "endpoints": []}
+    base = {"type": "s3", "root": f"s3://{lake.bucket}/bad", "credentials": {"env": SECRETS_ENV}}
+    for signing in ({"enabled": "yes"}, {"endpoints": ["http://x/path"]}, {"other": True}):
+        body = {"name": f"b{uuid.uuid4().hex[:8]}", "storage": {**base, "remote-signing": signing}}
+        assert_error(lake.call("root", "POST", f"{TENANT}/catalogs", json=body), 400)
+    update = {"storage": {**base, "root": f"s3://{lake.bucket}/{lake.enabled}"}}
+    update["storage"]["remote-signing"] = {"enabled": 1}
+    path = f"{TENANT}/catalogs/{lake.enabled}/storage"
+    assert_error(lake.call("root", "POST", path, json=update), 400)
+    after = lake.call("root", "GET", f"{TENANT}/catalogs/{lake.enabled}").json()["storage"]
+    assert after == shown  # nothing written
