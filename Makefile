@@ -41,13 +41,11 @@ format: setup ## apply ruff's fixes and formatting
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-bench: setup ## benchmarks: the embedded node over HTTP, the cluster vs its broker, PyIceberg vs SqlCatalog, auth on vs off, rebuild on Spark vs replay, gc mark on Spark vs one process (ARGS="--quick")
-	$(PY) -m bench.embedded $(ARGS)
-	$(PY) -m bench.cluster $(ARGS)
-	$(PY) -m bench.iceberg $(ARGS)
-	$(PY) -m bench.authz $(ARGS)
-	$(PY) -m bench.pipeline $(ARGS)
-	$(PY) -m bench.gc $(ARGS)
+bench: setup ## benchmarks: the embedded node over HTTP, the cluster vs its broker, PyIceberg vs SqlCatalog, auth on vs off, rebuild on Spark vs replay, gc mark on Spark vs one process; then one summary table of every ratio (.bench/summary.json) (ARGS="--quick")
+	@rm -rf .bench/rows
+	@status=0; for b in embedded cluster iceberg authz pipeline gc; do \
+		$(PY) -m bench.$$b $(ARGS) || status=1; \
+	done; $(PY) -m bench.summary; exit $$status
 
 clean: ## remove the venv, caches and ./data
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .bench data

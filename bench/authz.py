@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import sys
 import tempfile
@@ -33,6 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import summary as bench_summary
 from bench.load import Client, Failures, Latency, Progress, closed_loop, new_session
 from bench.report import command_line, machine, ms, pct, print_outcome, save_report, table
 from harness.node import NodeProcess, stop_checked
@@ -333,7 +335,26 @@ def run(args: argparse.Namespace) -> int:
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     save_report(OUT_PATH, REPO_ROOT, report)
+    bench_summary.contribute(
+        "authz",
+        [
+            bench_summary.Row(
+                "authz",
+                "auth on vs auth off",
+                bench_summary.Figure("on", _rate(rounds, "on"), "commits/s"),
+                bench_summary.Figure("off", _rate(rounds, "off"), "commits/s"),
+                bench_summary.at_least(TARGET),
+            )
+        ],
+        quick=args.quick,
+    )
     return 0 if ok else 1
+
+
+def _rate(rounds: Sequence[Round], mode: str) -> float:
+    chosen = [r for r in rounds if r.mode == mode]
+    seconds = sum(r.seconds for r in chosen)
+    return sum(r.commits for r in chosen) / seconds if seconds else math.nan
 
 
 def main(argv: Sequence[str] | None = None) -> int:

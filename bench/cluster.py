@@ -58,6 +58,7 @@ from typing import Any
 
 import confluent_kafka
 
+from bench import summary as bench_summary
 from bench.load import Failures
 from bench.report import command_line, machine, print_outcome, ratio, save_report, table
 from bench.scenarios import cluster_writes, raw_broker, replay
@@ -204,7 +205,51 @@ def run(args: argparse.Namespace) -> int:
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     save_report(OUT_PATH, REPO_ROOT, report)
+    bench_summary.contribute("cluster", summary_rows(raw, loads, replays), quick=args.quick)
     return 0 if ok else 1
+
+
+def summary_rows(
+    raw: Sequence[RawTxnResult], loads: Sequence[LoadResult], replays: Sequence[ReplayResult]
+) -> list[bench_summary.Row]:
+    """The summary's rows: one hot catalog through one node against the broker's raw
+    single-producer rate (the target: at least equal), 64 catalogs through one node
+    against one producer per partition (plain and with the owner's read-back), and
+    replay against a raw consumer of the same log."""
+    Row, Figure = bench_summary.Row, bench_summary.Figure
+    raws = {(r.producers, r.read_back): r for r in raw}
+    single = {r.scenario: r for r in loads if r.nodes == 1}
+    rows: list[bench_summary.Row] = []
+
+    def against(scenario: str, producers: int, read_back: bool, target: float | None) -> None:
+        load, base = single.get(scenario), raws.get((producers, read_back))
+        if load is None or base is None:
+            return
+        rows.append(
+            Row(
+                "cluster",
+                f"{scenario}, 1 node vs raw txn/s {raw_broker.label(base)}",
+                Figure("node", load.commits_per_s, "/s"),
+                Figure("raw", base.txn_per_s, "/s"),
+                None if target is None else bench_summary.at_least(target),
+            )
+        )
+
+    against("hot catalog", 1, False, 1.0)
+    partitions = max((p for p, _ in raws), default=1)
+    for scenario in (s for s in single if s != "hot catalog"):
+        for read_back in (False, True):
+            against(scenario, partitions, read_back, None)
+    for log in replays:
+        rows.append(
+            Row(
+                "cluster",
+                f"replay of the {log.log} vs raw consumer",
+                Figure("replay", log.records_per_s, "rec/s"),
+                Figure("raw", log.raw.records_per_s, "rec/s"),
+            )
+        )
+    return rows
 
 
 def _without_marks(load: LoadResult) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from rocksdict import Options, Rdict
 
+from bench import summary
 from bench.load import Failures
 from bench.report import command_line, machine, pairs, print_outcome, save_report
 from bench.scenarios import gc
@@ -167,6 +168,18 @@ def run(args: argparse.Namespace) -> int:
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     save_report(OUT_PATH, REPO_ROOT, report)
+    summary.contribute(
+        "gc",
+        [
+            summary.Row(
+                "gc",
+                "mark on Spark vs one process",
+                summary.Figure("spark", spark_rate, "obj/s"),
+                summary.Figure("python", scan.objects_per_s, "obj/s"),
+            )
+        ],
+        quick=args.quick,
+    )
     return 0 if ok else 1
 
 

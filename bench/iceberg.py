@@ -44,6 +44,7 @@ from pathlib import Path
 
 from pyiceberg.catalog import Catalog
 
+from bench import summary
 from bench.report import command_line, save_report
 from bench.scenarios import iceberg_appenders, iceberg_workload
 from bench.scenarios.iceberg_backends import BACKENDS, ensure_postgres
@@ -59,6 +60,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--append-seconds", type=float, help="concurrent appenders' run time")
     parser.add_argument(
         "--appenders-only", action="store_true", help="only the concurrent appenders scenario"
+    )
+    parser.add_argument(
+        "--skip-appenders", action="store_true", help="no concurrent appenders scenario"
     )
     args = parser.parse_args(argv)
     quick = args.quick
@@ -92,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
                 catalog = stack.enter_context(backend(Path(tmp)))
                 if not args.appenders_only:
                     results[name] = iceberg_workload.workload(catalog, args)
-                appends.update(_appenders(name, catalog, args.append_seconds))
+                if not args.skip_appenders:
+                    appends.update(_appenders(name, catalog, args.append_seconds))
             except Exception as exc:  # report and go on with the other backends
                 failed = True
                 notes.append(f"{name} failed: {type(exc).__name__}: {exc}")
@@ -106,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
         REPO_ROOT,
         {"args": vars(args), "results": results, "appenders": appends, "notes": notes},
     )
+    if results:
+        summary.contribute("iceberg", iceberg_workload.summary_rows(results), quick=args.quick)
     return 1 if failed else 0
 
 

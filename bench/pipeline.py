@@ -24,6 +24,7 @@ from pathlib import Path
 
 import confluent_kafka
 
+from bench import summary
 from bench.load import Failures
 from bench.report import command_line, machine, print_outcome, save_report
 from bench.scenarios import rebuild
@@ -126,6 +127,18 @@ def run(args: argparse.Namespace) -> int:
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     save_report(OUT_PATH, REPO_ROOT, report)
+    summary.contribute(
+        "pipeline",
+        [
+            summary.Row(
+                "pipeline",
+                "rebuild on Spark vs replay",
+                summary.Figure("rebuild", rebuilt.records_per_s, "rec/s"),
+                summary.Figure("replay", replayed.records_per_s, "rec/s"),
+            )
+        ],
+        quick=args.quick,
+    )
     return 0 if ok else 1
 
 

@@ -8,7 +8,7 @@ import os
 import platform
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +43,12 @@ def machine() -> dict[str, Any]:
     }
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Columns padded to fit; the first left-aligned, the others right-aligned."""
+def table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], left: Collection[int] = (0,)
+) -> str:
+    """Columns padded to fit; those in ``left`` (the first) left-aligned, the others
+    right-aligned."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    left = {0}
 
     def line(cells: Sequence[str]) -> str:
         return "  ".join(

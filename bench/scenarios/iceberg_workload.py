@@ -36,6 +36,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 from bench.load import Latency, Progress
 from bench.report import ms, table
+from bench.summary import Figure, Row, at_least, at_most
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
@@ -172,3 +173,54 @@ def section(results: Mapping[str, Mapping[str, float]]) -> list[str]:
         for label, key, fmt in ROWS
     ]
     return [table(["measure", *names], rows)]
+
+
+# (label, result key, unit) of the summary's rows: the figures compared with SqlCatalog
+SUMMARY = [
+    ("create_table/s", "create_table_per_s", "/s"),
+    ("commit step p50", "commit_step_p50_ms", "ms"),
+    ("commit step p99", "commit_step_p99_ms", "ms"),
+    ("load_table/s", "load_table_per_s", "/s"),
+    ("list_tables (200) p50", "list_200_tables_p50_ms", "ms"),
+    ("commit at 1000 snapshots p50", "commit_at_1000_snapshots_p50_ms", "ms"),
+]
+OURS = "metastore"
+TARGET_BASE = "sql-sqlite"  # the target: every figure at least equal to this one's
+P99_PER_P50 = 3.0  # the target: commit p99 at most this many times its own p50
+
+
+def summary_rows(results: Mapping[str, Mapping[str, float]]) -> list[Row]:
+    """The summary's rows: each figure of this service against each ``SqlCatalog`` (the
+    target against SQLite; a rate at least equal, a latency at most equal), and the
+    commit step's p99 against its own p50."""
+    ours = results.get(OURS)
+    if ours is None:
+        return []
+    rows: list[Row] = []
+    for base in (n for n in results if n != OURS):
+        for label, key, unit in SUMMARY:
+            if key not in ours or key not in results[base]:
+                continue
+            target = None
+            if base == TARGET_BASE:
+                target = at_least(1.0) if unit.startswith("/") else at_most(1.0)
+            rows.append(
+                Row(
+                    "iceberg",
+                    f"{label} vs {base}",
+                    Figure(OURS, ours[key], unit),
+                    Figure(base, results[base][key], unit),
+                    target,
+                )
+            )
+    if "commit_step_p99_ms" in ours:
+        rows.append(
+            Row(
+                "iceberg",
+                "commit step p99 / own p50",
+                Figure(f"{OURS} p99", ours["commit_step_p99_ms"], "ms"),
+                Figure("p50", ours["commit_step_p50_ms"], "ms"),
+                at_most(P99_PER_P50),
+            )
+        )
+    return rows
