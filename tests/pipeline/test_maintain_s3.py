@@ -42,7 +42,7 @@ class Ran2:
     bucket: str
     before: dict[str, set[str]]  # every object of each table before the run
     live: dict[str, set[str]]  # what each table's snapshots reference after it
-    orphan: str
+    orphans: tuple[str, str]  # a data file and a metadata file nothing references
     tables: dict[str, Table]
 
 
@@ -94,8 +94,13 @@ def ran(
             table.append(rows(2))
             table.overwrite(rows(3, 4))  # the appends' data files are no longer needed
             tables[tenant] = client.load_table("ns.t")
-        data = tables["lake"].location().removeprefix(f"s3://{bucket}/") + "/data/orphan.parquet"
-        s3_server.client().put_object(Bucket=bucket, Key=data, Body=b"not referenced")
+        home = tables["lake"].location().removeprefix(f"s3://{bucket}/")
+        orphans = (
+            f"{home}/data/orphan.parquet",
+            f"{home}/metadata/00099-{uuid.uuid4()}.metadata.json",  # a lost commit's file
+        )
+        for orphan in orphans:
+            s3_server.client().put_object(Bucket=bucket, Key=orphan, Body=b"not referenced")
         before = {tenant: keys(s3_server, bucket, t) for tenant, t in tables.items()}
         args = _parser().parse_args(
             [
@@ -114,7 +119,7 @@ def ran(
             del executors[SECRETS_ENV]
         after = {tenant: clients[tenant].load_table("ns.t") for tenant in clients}
         live = {tenant: referenced(t, bucket) for tenant, t in after.items()}
-        yield Ran2(result, bucket, before, live, data, after)
+        yield Ran2(result, bucket, before, live, orphans, after)
 
 
 def test_expired_snapshots_objects_and_orphans_are_gone(ran: Ran2, s3_server: S3Process) -> None:
@@ -122,16 +127,17 @@ def test_expired_snapshots_objects_and_orphans_are_gone(ran: Ran2, s3_server: S3
     summary = ran.ran.summary
     # two appends and an overwrite (a delete and an append): all but the newest expire
     assert summary["snapshots_expired"] == 3 and summary["files_deleted"] > 0, summary
-    assert summary["orphans_deleted"] == 1, summary
+    assert summary["orphans_deleted"] == 2, summary
     table = ran.tables["lake"]
     assert len(table.metadata.snapshots) == 1
     assert sorted(table.scan().to_arrow()["id"].to_pylist()) == [3, 4]
     now = keys(s3_server, ran.bucket, table)
-    assert ran.orphan not in now
+    assert not set(ran.orphans) & now
     assert ran.live["lake"] <= now  # everything the live snapshot needs is still there
     gone = ran.before["lake"] - now
-    assert any(k.endswith(".parquet") for k in gone - {ran.orphan})  # the appends' data files
-    assert all(not k.endswith(".metadata.json") for k in gone)  # the table's history keeps them
+    unneeded = gone - set(ran.orphans)
+    assert any(k.endswith(".parquet") for k in unneeded)  # the appends' data files
+    assert all(not k.endswith(".metadata.json") for k in unneeded)  # its history keeps them
 
 
 def test_another_tenants_table_in_the_bucket_is_untouched(ran: Ran2, s3_server: S3Process) -> None:
