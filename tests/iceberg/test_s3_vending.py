@@ -145,6 +145,11 @@ def test_only_vended_credentials_read_and_write_the_table(vending: Vending) -> N
     assert loaded["config"]["s3.session-token"] == credential["config"]["s3.session-token"]
     plain = vending.call("root", "GET", vending.table_path("fresh")).json()
     assert "storage-credentials" not in plain and plain["config"] == {}  # not asked for
+    # the refresh, as PyIceberg calls it (it checks /v1/config advertises the route)
+    fresh = client.load_credentials(("db", "fresh"), again.metadata_location)
+    assert fresh["s3.session-token"] and fresh["s3.access-key-id"].startswith("ASIA")
+    missing = vending.call("root", "GET", vending.table_path("nope") + "/credentials")
+    assert_error(missing, 404, "NoSuchTableException")
 
 
 def test_vended_credentials_reach_no_other_table(vending: Vending) -> None:
