@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote
 
 import pyarrow as pa
+import pytest
 import requests
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
+from pyiceberg.utils.concurrent import ExecutorFactory
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
@@ -59,3 +65,19 @@ def assert_error(reply: requests.Response, status: int, error_type: str | None =
     assert body["error"]["code"] == status and body["error"]["message"], body
     if error_type is not None:
         assert body["error"]["type"] == error_type, body
+
+
+@contextmanager
+def one_pyiceberg_worker() -> Iterator[None]:
+    """PyIceberg's file operations on one worker thread, for remote signing: PyIceberg
+    0.12 registers its signer on a filesystem s3fs shares between threads, anew in each
+    thread that first uses a FileIO, so a request another thread sends in between
+    leaves unsigned (S3 answers 403). With one worker its main thread waits on it."""
+    single = ThreadPoolExecutor(max_workers=1)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ExecutorFactory, "_instance", single)
+        patch.setattr(ExecutorFactory, "_instance_pid", os.getpid())
+        try:
+            yield
+        finally:
+            single.shutdown()

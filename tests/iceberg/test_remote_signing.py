@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,12 +18,11 @@ import pytest
 import requests
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import SignError
-from pyiceberg.utils.concurrent import ExecutorFactory
 
 from harness.node import NodeProcess
 from harness.s3 import S3Process
 
-from .support import SCHEMA, assert_error, rows
+from .support import SCHEMA, assert_error, one_pyiceberg_worker, rows
 
 SECRETS_ENV = "METASTORE_STORAGE_CREDENTIALS_SIGN"
 TENANT = "/api/v1/tenants/default"
@@ -124,20 +121,13 @@ def lake(s3_iam_server: S3Process, tmp_path_factory: pytest.TempPathFactory) -> 
         "METASTORE_AUTH_ADMINS": ROOT[0],
     }
     node = NodeProcess(root / "data", log_path=root / "node.log", env=env)
-    with node, pytest.MonkeyPatch.context() as patch:
+    with node, pytest.MonkeyPatch.context() as patch, one_pyiceberg_worker():
         # PyIceberg must find no key anywhere: only the node's signatures reach S3
         for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
             patch.delenv(name, raising=False)
         patch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(root / "none"))
         patch.setenv("AWS_CONFIG_FILE", str(root / "none"))
         patch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-        # PyIceberg 0.12 registers its signer on a filesystem that s3fs shares between
-        # threads, anew in each thread that first uses a FileIO: a request another thread
-        # sends in between leaves unsigned (S3 answers 403). One worker thread keeps
-        # PyIceberg's own file operations apart (its main thread waits on the worker).
-        single = ThreadPoolExecutor(max_workers=1)
-        patch.setattr(ExecutorFactory, "_instance", single)
-        patch.setattr(ExecutorFactory, "_instance_pid", os.getpid())
         tokens = {who[0]: _token(node.url, who) for who in people}
         catalog, enabled = f"c{uuid.uuid4().hex[:10]}", f"e{uuid.uuid4().hex[:10]}"
         here = Lake(node, s3, bucket, catalog, enabled, tokens)
@@ -158,7 +148,6 @@ def lake(s3_iam_server: S3Process, tmp_path_factory: pytest.TempPathFactory) -> 
             assert reply.status_code == 201, f"{path}: {reply.text}"
         here.client(WRITER).create_namespace(("db",))
         yield here
-        single.shutdown()
     log = Path(node.log_path).read_text(errors="replace")
     assert "Traceback" not in log, node.log_tail(80)
 
