@@ -18,8 +18,9 @@ certainty:
   read too), listing under a prefix, and a batch delete whose body lists its keys
   (signed with the body's SHA-256 as payload hash, so S3 refuses any other body).
   Subresources that change
-  more than data (``?acl``, ``?tagging``, ``?retention``, ``x-amz-acl`` and
-  ``x-amz-grant-*`` headers), bucket operations and anything else are refused.
+  more than data (``?acl``, ``?tagging``, ``?retention``, ``x-amz-acl``,
+  ``x-amz-grant-*`` and object-lock headers), bucket operations and anything else are
+  refused.
 
 ``Target.check_within`` then holds the request to one table's location: every key
 inside it, a listed prefix inside it (``<table>/...``; ``<table>`` alone would also
@@ -100,6 +101,8 @@ def _inside(key: str, table: Location, *, allow_equal: bool) -> bool:
 
 # --- reading the request ------------------------------------------------------------------
 
+# access control and retention are the storage owner's, never a table's writers'
+_REFUSED_HEADERS = ("x-amz-acl", "x-amz-grant-", "x-amz-object-lock-", "x-amz-bypass-governance")
 _READ_OBJECT = frozenset({"x-id", "versionId", "partNumber", "uploadId"})
 _PUT_OBJECT = frozenset({"x-id", "partNumber", "uploadId"})
 _POST_OBJECT = frozenset({"x-id", "uploads", "uploadId"})
@@ -134,8 +137,8 @@ def parse(
     """What the request would touch (see the module docstring); 400 when it cannot be read
     with certainty, 403 for an operation the signer never signs."""
     bucket, key, query = _locate(uri, endpoints)
-    if any(name == "x-amz-acl" or name.startswith("x-amz-grant-") for name in headers):
-        raise Forbidden("requests that set access control lists are not signed")
+    if any(name.startswith(_REFUSED_HEADERS) for name in headers):
+        raise Forbidden("requests that set access control lists or object locks are not signed")
     names = set(query)
     if key:
         return _object(method, bucket, key, names, headers)

@@ -184,6 +184,8 @@ def test_outside_the_table_is_forbidden(uri: str) -> None:
         ("POST", OBJ, {}),
         ("PUT", OBJ, {"x-amz-acl": ["public-read"]}),
         ("PUT", OBJ, {"x-amz-grant-read": ["uri=everyone"]}),
+        ("PUT", OBJ, {"x-amz-object-lock-mode": ["COMPLIANCE"]}),
+        ("DELETE", OBJ, {"x-amz-bypass-governance-retention": ["true"]}),
         ("PUT", OBJ, {"x-amz-copy-source": ["other/sales/ns/orders/y"]}),
         ("GET", f"{BASE}/lake", {}),  # a listing without a prefix
         ("GET", f"{BASE}/lake?list-type=2", {}),
