@@ -17,10 +17,9 @@ certainty:
   (``PUT``, multipart upload parts, ``DELETE``, copying from another key, which is
   read too), listing under a prefix, and a batch delete whose body lists its keys
   (signed with the body's SHA-256 as payload hash, so S3 refuses any other body).
-  Subresources that change
-  more than data (``?acl``, ``?tagging``, ``?retention``, ``x-amz-acl``,
-  ``x-amz-grant-*`` and object-lock headers), bucket operations and anything else are
-  refused.
+  Subresources that change more than data (``?acl``, ``?tagging``, ``?retention``,
+  ``x-amz-acl``, ``x-amz-grant-*`` and object-lock headers), bucket operations and
+  anything else are refused.
 
 ``Target.check_within`` then holds the request to one table's location: every key
 inside it, a listed prefix inside it (``<table>/...``; ``<table>`` alone would also
