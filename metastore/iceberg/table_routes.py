@@ -118,6 +118,8 @@ async def create_table(request: web.Request) -> web.Response:
         await add_signing(request, call, key, result)
         return json_response(result)
     location = await asyncio.to_thread(tables.warehouse.new_metadata_location, metadata, None)
+    # before the commit: STS refusing them is a 503 with no table created
+    delegated = await vended_fields(request, call, key, metadata.location)
     state = await tables.create(
         call.tenant,
         call.catalog,
@@ -129,7 +131,7 @@ async def create_table(request: web.Request) -> web.Response:
     )
     result = state.result()
     etag = table_etag(result, delegation=delegation_of(request))
-    result.update(await vended_fields(request, call, key, metadata.location))
+    result.update(delegated)
     await add_signing(request, call, key, result)
     return tagged(json_response(result), etag)
 

@@ -252,6 +252,13 @@ def test_sts_refusing_is_a_503_naming_the_role(vending: Vending) -> None:
         assert vending.s3.role_arn in reply.json()["error"]["message"]
         assert "not-a-known-secret" not in reply.text
     assert vending.call("root", "GET", path).status_code == 200  # without asking: no STS
+    # a create asking for credentials STS refuses creates nothing (vended before the commit)
+    create = {"name": "t2", "schema": json.loads(SCHEMA.model_dump_json())}
+    tables = f"/v1/{name}/namespaces/db/tables"
+    reply = vending.call("root", "POST", tables, json=create, headers=DELEGATION)
+    assert_error(reply, 503, "ServiceUnavailableException")
+    assert vending.s3.role_arn in reply.json()["error"]["message"]
+    assert vending.call("root", "GET", f"{tables}/t2").status_code == 404
 
 
 def test_vending_needs_s3_storage(vending: Vending, tmp_path: Path) -> None:
