@@ -70,6 +70,7 @@ async def signing_config(request: web.Request, call: Call, key: EntityKey) -> di
 
 
 def remote_signing(storage: Storage, prefix: str, key: EntityKey) -> dict[str, str]:
+    """The entries that point a client at the signing route of table ``key``."""
     io = storage.io_properties
     config = {name: io[name] for name in CLIENT_SETTINGS if name in io}
     endpoints = storage.remote_signing.client_endpoints(io.get("s3.endpoint"))
