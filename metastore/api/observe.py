@@ -79,14 +79,13 @@ def _access(request: web.Request, route: str, status: int, seconds: float) -> No
     if context is not None and context.principal is None:  # auth off, or an open path
         principal = caller(request)
         logs.identify(principal.id, principal.tenant)
+    path = request.rel_url.raw_path  # as sent: %-escapes kept, so no newline reaches a line
     fields = {
         "method": request.method,
         "route": route,
-        "path": request.path,
+        "path": path,
         "status": status,
         "duration_ms": round(seconds * 1000, 3),
     }
     line = "%s %s %d %.1fms"
-    access_log.info(
-        line, request.method, request.path, status, seconds * 1000, extra={FIELDS: fields}
-    )
+    access_log.info(line, request.method, path, status, seconds * 1000, extra={FIELDS: fields})

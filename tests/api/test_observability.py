@@ -223,3 +223,13 @@ def test_the_log_format_is_text_or_json(tmp_path: Path) -> None:
     assert ServerConfig(data_dir=tmp_path, log_format="json").log_format == "json"
     with pytest.raises(ConfigError, match="log_format"):
         ServerConfig(data_dir=tmp_path, log_format="JSON")
+
+
+async def test_the_access_line_keeps_the_path_as_sent(api: Api, json_node: NodeProcess) -> None:
+    """An escaped newline stays escaped: a client cannot start a log line of its own."""
+    request_id = f"req-{secrets.token_hex(6)}"
+    reply = await api.call("GET", "/no/such%0Apath", headers={"X-Request-Id": request_id})
+    assert reply.status == 404
+    line = await access_line(json_node, request_id)
+    assert line["path"] == "/no/such%0Apath" and line["route"] == "(unmatched)", line
+    assert "\n" not in line["message"], line
