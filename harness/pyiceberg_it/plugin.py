@@ -13,6 +13,8 @@ of their tests or assertions; it
 - with ``--metastore-warehouse=s3`` gives the node's default catalog an S3
   storage root in that bucket (``s3://warehouse``, as in their setup), else the
   node's own ``file://`` warehouse;
+- names the node as the catalog their ``rest_test_catalog`` fixture loads
+  (``PYICEBERG_TEST_CATALOG`` and PyIceberg's environment configuration);
 - creates the namespace ``default`` their provisioning creates;
 - skips, with the reason, every test that uses Spark, Hive or Ray (by the fixtures
   it requests) or reads a table their Spark script provisions (the table names are
@@ -213,6 +215,13 @@ def _redirect(patch: pytest.MonkeyPatch, deployment: Deployment) -> None:
         original(self, name, **properties)
 
     patch.setattr(RestCatalog, "__init__", init)
+    # Their `rest_test_catalog` runs against whichever catalog PYICEBERG_TEST_CATALOG names
+    # in PyIceberg's configuration (from the environment): ours.
+    patch.setenv("PYICEBERG_TEST_CATALOG", "metastore")
+    patch.setenv("PYICEBERG_CATALOG__METASTORE__TYPE", "rest")
+    patch.setenv("PYICEBERG_CATALOG__METASTORE__URI", deployment.node.url)
+    patch.setenv("PYICEBERG_CATALOG__METASTORE__S3__ENDPOINT", deployment.s3.endpoint)
+    patch.setenv("PYICEBERG_CATALOG__METASTORE__S3__REGION", REGION)
     patch.setenv("AWS_ACCESS_KEY_ID", KEYS.access_key_id)
     patch.setenv("AWS_SECRET_ACCESS_KEY", KEYS.secret_access_key)
     patch.setenv("AWS_REGION", REGION)
