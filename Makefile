@@ -23,8 +23,8 @@ run: setup ## serve the embedded node on 127.0.0.1:8181, data in ./data (ARGS="-
 	$(VENV)/bin/metastore serve $(ARGS)
 
 test: setup ## run the whole test suite, slow tests included, then PyIceberg's own integration tests (not with ARGS)
-	$(PY) -m pytest $(ARGS)
-	@if [ -z "$(ARGS)" ]; then $(PY) -m harness.pyiceberg_it; fi
+	status=0; $(PY) -m pytest $(ARGS) || status=$$?; \
+	if [ -z "$(ARGS)" ]; then $(PY) -m harness.pyiceberg_it || status=1; fi; exit $$status
 
 test-pyiceberg: setup ## PyIceberg's own integration tests against a node, file and S3 warehouses (ARGS="--warehouse s3 -- -x")
 	$(PY) -m harness.pyiceberg_it $(ARGS)
