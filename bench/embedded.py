@@ -10,11 +10,14 @@ Scenarios:
 1. hot catalog: ``--concurrency`` clients, every commit creates one table in ONE catalog.
 2. many catalogs: the same load spread round-robin over ``--catalogs`` catalogs.
 3. both with ``--fsync`` and with ``--no-fsync`` (a separate node each).
-4. big namespace: ``--tables`` tables in one namespace, loaded with the atomic
+4. the bare-aiohttp ceiling: the same POST load against an app that only answers
+   (``bench/scenarios/aiohttp_ceiling.py``), in the same run; the write scenarios are
+   also shown as a share of it.
+5. big namespace: ``--tables`` tables in one namespace, loaded with the atomic
    commit endpoint (1000 creates per commit), then sequential single-client
    latency of GET one table and of listing a page of 100.
 
-Scenarios 1-3 are ``bench/scenarios/embedded_writes.py``, 4 is
+Scenarios 1-3 are ``bench/scenarios/embedded_writes.py``, 5 is
 ``bench/scenarios/big_namespace.py``.
 
 Run from the repo root: ``.venv/bin/python -m bench.embedded [--quick]``. The
@@ -35,7 +38,7 @@ from pathlib import Path
 
 from bench.load import Failures
 from bench.report import command_line, machine, print_outcome, save_report
-from bench.scenarios import big_namespace, embedded_writes
+from bench.scenarios import aiohttp_ceiling, big_namespace, embedded_writes
 from bench.scenarios.big_namespace import BigNamespaceResult
 from bench.scenarios.embedded_writes import ThroughputResult
 
@@ -44,13 +47,17 @@ OUT_PATH = REPO_ROOT / ".bench" / "embedded.json"
 
 
 def summary(
-    throughput: Sequence[ThroughputResult], big: BigNamespaceResult | None, nproc: int
+    throughput: Sequence[ThroughputResult],
+    ceiling: ThroughputResult | None,
+    big: BigNamespaceResult | None,
+    nproc: int,
 ) -> str:
     parts = [
         f"Embedded node, one machine with {nproc} cores shared by the node (child process) "
         "and the load generator (this process)."
     ]
     parts += embedded_writes.section(throughput)
+    parts += aiohttp_ceiling.section(ceiling, throughput)
     parts += big_namespace.section(big)
     return "\n".join(parts)
 
@@ -70,6 +77,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-big", action="store_true")
+    parser.add_argument("--skip-ceiling", action="store_true", help="no bare-aiohttp run")
+    parser.add_argument(
+        "--fsync-modes",
+        choices=("both", "on", "off"),
+        default="both",
+        help="nodes to measure writes on: --fsync, --no-fsync or both",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.seconds, args.tables, args.samples = 2.0, 5000, min(args.samples, 500)
@@ -95,11 +109,16 @@ def run(args: argparse.Namespace) -> int:
     )
     failures = Failures()
     throughput: list[ThroughputResult] = []
+    ceiling: ThroughputResult | None = None
     big: BigNamespaceResult | None = None
     nodes_ok = True
+    modes = {"both": (True, False), "on": (True,), "off": (False,)}[args.fsync_modes]
     with tempfile.TemporaryDirectory(prefix="metastore-bench-") as tmp:
+        if not args.skip_throughput and not args.skip_ceiling:
+            ceiling, stopped = aiohttp_ceiling.measure(Path(tmp), args, failures)
+            nodes_ok &= stopped
         if not args.skip_throughput:
-            for fsync in (True, False):
+            for fsync in modes:
                 results, stopped = embedded_writes.measure(Path(tmp), fsync, args, failures)
                 throughput += results
                 nodes_ok &= stopped
@@ -107,15 +126,25 @@ def run(args: argparse.Namespace) -> int:
             big, stopped = big_namespace.measure(Path(tmp), args, failures)
             nodes_ok &= stopped
 
-    text = summary(throughput, big, info["nproc"])
+    text = summary(throughput, ceiling, big, info["nproc"])
     ok = print_outcome(text, failures, nodes_ok, "request failures")
     report = {
         "command": command,
         "machine": info,
         "settings": {
-            k: v for k, v in vars(args).items() if k not in ("skip_throughput", "skip_big")
+            k: v
+            for k, v in vars(args).items()
+            if k not in ("skip_throughput", "skip_big", "skip_ceiling")
         },
         "throughput": [asdict(r) for r in throughput],
+        "ceiling": None if ceiling is None else asdict(ceiling),
+        "of_ceiling": None
+        if ceiling is None or not ceiling.commits_per_s
+        else {
+            f"{r.scenario} / {'fsync' if r.fsync else 'no-fsync'}": r.commits_per_s
+            / ceiling.commits_per_s
+            for r in throughput
+        },
         "big_namespace": None if big is None else asdict(big),
         "failures": asdict(failures),
         "ok": ok,

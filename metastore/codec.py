@@ -39,6 +39,8 @@ class Codec:
             if match is None:
                 raise ValueError(f"unexpected schema file name: {path.name}")
             raw[(match["name"], int(match["version"]))] = json.loads(path.read_text())
+        self._raw = raw
+        self._split: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._schemas: dict[tuple[str, int], Any] = {}
         named: dict[str, Any] = {}
         pending = dict(raw)
@@ -76,6 +78,48 @@ class Codec:
         buf.write(bytes((FORMAT,)) + version.to_bytes(2, "big"))
         schemaless_writer(buf, self._schemas[(name, version)], record)
         return buf.getvalue()
+
+    def frame(self, name: str, version: int, body: bytes) -> bytes:
+        """A record whose Avro ``body`` was written outside fastavro for ``version`` of
+        ``name`` (``metastore.index_codec``); refused unless that is the current version,
+        so a new schema version cannot be written with an old writer."""
+        if version != self._current[name]:
+            raise ValueError(
+                f"{name}: body written for v{version}, current is v{self.version(name)}"
+            )
+        return bytes((FORMAT,)) + version.to_bytes(2, "big") + body
+
+    def encode_around(self, name: str, record: Mapping[str, Any], field: str, raw: bytes) -> bytes:
+        """``encode(name, record)`` with ``field``'s value given as its Avro bytes ``raw``.
+
+        An Avro record is its fields' encodings one after another, so the fields before
+        and after ``field`` are written as two records of their own around ``raw``: the
+        same bytes as a full encode, without writing ``field`` again (a commit's embedded
+        index, mostly unchanged since its parent's: ``metastore.index_codec``)."""
+        before, after = self._around(name, field)
+        buf = io.BytesIO()
+        buf.write(bytes((FORMAT,)) + self._current[name].to_bytes(2, "big"))
+        schemaless_writer(buf, before, record)
+        buf.write(raw)
+        schemaless_writer(buf, after, record)
+        return buf.getvalue()
+
+    def _around(self, name: str, field: str) -> tuple[Any, Any]:
+        split = self._split.get((name, field))
+        if split is None:
+            schema = self._raw[(name, self._current[name])]
+            names = [f["name"] for f in schema["fields"]]
+            at = names.index(field)
+
+            def part(suffix: str, fields: list[Any]) -> Any:
+                return parse_schema(
+                    {"type": "record", "name": f"{schema['name']}_{suffix}", "fields": fields},
+                    named_schemas={},
+                )
+
+            split = part("before", schema["fields"][:at]), part("after", schema["fields"][at + 1 :])
+            self._split[(name, field)] = split
+        return split
 
     def decode(self, name: str, data: bytes) -> dict[str, Any]:
         if len(data) < HEADER_LEN or data[0] != FORMAT:

@@ -59,6 +59,7 @@ from metastore.errors import (
 )
 from metastore.ids import SnowflakeGenerator
 from metastore.index import IndexLimits, IndexUpdate
+from metastore.index_codec import RecentEncodings
 from metastore.keys import EntityKey, Kind, ObjKey, RefKey, children_prefix, kind_prefix
 from metastore.model import Commit, CommitChange, Entity, stripe_encode
 from metastore.objtypes import COMMIT, ENTITY, INDEX
@@ -206,6 +207,7 @@ class CommitLogic:
         self._ids = ids
         self._limits = limits
         self._entity_limits = entity_limits
+        self._encodings = RecentEncodings()
 
     def prepare(
         self, objects: StagedObjects, head: Commit | None, request: CommitRequest, now_us: int
@@ -230,11 +232,11 @@ class CommitLogic:
             self._entity_limits.check(objects.tenant, objects.catalog, counts, grown)
         for new in request.objects:
             self._stage(objects, new.type, new.id, new.data, new.value, now_us)
-        built = index.build(self._limits.index, self._ids.next_id)
+        previous = self._encodings.get(head.id) if head is not None else None
+        built = index.build(self._limits.index, self._ids.next_id, previous)
         for stripe_id, entries in built.new_stripes:
-            self._stage(
-                objects, INDEX.name, stripe_id, stripe_encode(self._codec, entries), entries, now_us
-            )
+            data = stripe_encode(self._codec, entries, built.stripe_data.get(stripe_id))
+            self._stage(objects, INDEX.name, stripe_id, data, entries, now_us)
         commit = Commit(
             id=commit_id,
             parent=head.id if head is not None else 0,
@@ -248,7 +250,9 @@ class CommitLogic:
             index_size=built.embedded_size,
             counts=counts,
         )
-        self._stage(objects, COMMIT.name, commit.id, commit.encode(self._codec), commit, now_us)
+        encoded = commit.encode(self._codec, built.encoded.data)
+        self._stage(objects, COMMIT.name, commit.id, encoded, commit, now_us)
+        self._encodings.put(commit.id, built.encoded)
         return commit, results
 
     def _stage(

@@ -16,12 +16,14 @@ import bisect
 import heapq
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-IndexValue = tuple[str, int]  # (object type, object id)
-Entry = tuple[bytes, IndexValue | None]  # None = tombstone (embedded index only)
-TOMBSTONE = -1
+# The entry types are defined with their encoding and exported from here as well.
+from metastore.index_codec import TOMBSTONE as TOMBSTONE
+from metastore.index_codec import EncodedIndex, encode_index, shared_prefix
+from metastore.index_codec import Entry as Entry
+from metastore.index_codec import IndexValue as IndexValue
 
 
 class StripeRef(NamedTuple):
@@ -53,7 +55,7 @@ def encode_entries(entries: Sequence[Entry]) -> dict[str, Any]:
     out: list[dict[str, Any]] = []
     prev = b""
     for key, value in entries:
-        shared = _shared_prefix(prev, key)
+        shared = shared_prefix(prev, key)
         if value is None:
             type_no, obj_id = TOMBSTONE, 0
         else:
@@ -79,29 +81,13 @@ def decode_entries(record: Mapping[str, Any]) -> list[Entry]:
     return entries
 
 
-def _shared_prefix(a: bytes, b: bytes) -> int:
-    # Binary search with slice comparisons: a few C-level compares instead of a
-    # Python loop per byte (this runs for every entry of every commit's index).
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:
-        return n
-    lo, hi = 0, n  # a[:lo] == b[:lo] and a[:hi] != b[:hi]
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
 def entries_size(entries: Sequence[Entry]) -> int:
     """Serialized size of ``entries`` as ``encode_entries`` + Avro would write them."""
     size = 4  # array block headers, roughly
     prev = b""
     seen: set[str] = set()
     for key, value in entries:
-        shared = _shared_prefix(prev, key)
+        shared = shared_prefix(prev, key)
         suffix = len(key) - shared
         size += _varint_len(shared) + _varint_len(suffix) + suffix
         if value is None:
@@ -123,18 +109,12 @@ StripeLoader = Callable[[int], Sequence[Entry]]
 class IndexView:
     """The index as of one commit: embedded entries over the spilled stripes."""
 
-    __slots__ = ("_embedded", "_embedded_keys", "_firsts", "_load", "embedded_size", "stripes")
+    __slots__ = ("_embedded", "_embedded_keys", "_firsts", "_load", "stripes")
 
     def __init__(
-        self,
-        embedded: Sequence[Entry],
-        stripes: Sequence[StripeRef],
-        load: StripeLoader,
-        embedded_size: int | None = None,
+        self, embedded: Sequence[Entry], stripes: Sequence[StripeRef], load: StripeLoader
     ) -> None:
         self._embedded = embedded
-        # Serialized size of the embedded entries, if the caller knows it (saves a pass).
-        self.embedded_size = entries_size(embedded) if embedded_size is None else embedded_size
         self._embedded_keys = [key for key, _ in embedded]
         self.stripes = tuple(stripes)
         self._firsts = [s.first for s in stripes]
@@ -211,9 +191,11 @@ def _merge(embedded: Iterator[Entry], spilled: Iterator[Entry]) -> Iterator[Entr
 @dataclass(frozen=True, slots=True)
 class BuiltIndex:
     embedded: list[Entry]
-    embedded_size: int  # exact, or an upper bound below the spill threshold
+    embedded_size: int  # exact: the length of ``encoded.data``
     stripes: list[StripeRef]
     new_stripes: list[tuple[int, list[Entry]]]  # (object id, entries) to write
+    encoded: EncodedIndex  # ``embedded``'s Avro bytes, for the commit record
+    stripe_data: Mapping[int, bytes] = field(default_factory=dict)  # new stripe -> its bytes
 
 
 class IndexUpdate:
@@ -254,30 +236,32 @@ class IndexUpdate:
             if value is not None:
                 yield key, value
 
-    def build(self, limits: IndexLimits, new_id: Callable[[], int]) -> BuiltIndex:
+    def build(
+        self,
+        limits: IndexLimits,
+        new_id: Callable[[], int],
+        previous: EncodedIndex | None = None,
+    ) -> BuiltIndex:
+        """The next commit's index. ``previous`` is the base's encoded embedded index, if
+        known: its unchanged entries are not encoded again (``metastore.index_codec``)."""
         base_embedded = self._base.embedded if self._base is not None else []
         stripes = list(self._base.stripes) if self._base is not None else []
         merged = dict(base_embedded)
         merged.update(self._changes)
         embedded = sorted(merged.items())
-        # Cheap upper bound first (base size + each changed entry uncompressed); the exact
-        # size (a pass over every entry) only when the bound reaches the threshold.
-        size = self._base.embedded_size if self._base is not None else 0
-        size += sum(len(key) + _MAX_ENTRY_OVERHEAD for key in self._changes)
-        if size > limits.embedded_max:
-            size = entries_size(embedded)
-        if size <= limits.embedded_max:
-            return BuiltIndex(embedded, size, stripes, [])
+        # The commit record needs these bytes anyway; their length is the exact size.
+        encoded = encode_index(embedded, previous)
+        if len(encoded.data) <= limits.embedded_max:
+            return BuiltIndex(embedded, len(encoded.data), stripes, [], encoded)
         # Spill everything but this commit's own changes (if those alone stay small).
         own = sorted(self._changes.items())
-        keep = own if entries_size(own) <= limits.embedded_max // 2 else []
+        own_encoded = encode_index(own, encoded)
+        keep = own if len(own_encoded.data) <= limits.embedded_max // 2 else []
+        kept = own_encoded if keep else encode_index(keep)
         kept_keys = {k for k, _ in keep}
         spill = [(k, v) for k, v in embedded if k not in kept_keys]
-        new_stripes, written = _spill(stripes, spill, limits, self._load, new_id)
-        return BuiltIndex(keep, entries_size(keep), new_stripes, written)
-
-
-_MAX_ENTRY_OVERHEAD = 24  # varints (shared, length, type, id <= 10 bytes) + a new type name
+        new_stripes, written, data = _spill(stripes, spill, limits, self._load, new_id)
+        return BuiltIndex(keep, len(kept.data), new_stripes, written, kept, data)
 
 
 def _spill(
@@ -286,8 +270,9 @@ def _spill(
     limits: IndexLimits,
     load: StripeLoader,
     new_id: Callable[[], int],
-) -> tuple[list[StripeRef], list[tuple[int, list[Entry]]]]:
-    """Merge ``spill`` into the stripes; rewrite only the stripes it touches."""
+) -> tuple[list[StripeRef], list[tuple[int, list[Entry]]], dict[int, bytes]]:
+    """Merge ``spill`` into the stripes; rewrite only the stripes it touches. Returns the
+    stripes, the new ones' entries and the new ones' Avro bytes."""
     firsts = [s.first for s in stripes]
     touched: dict[int, list[Entry]] = {}
     for key, value in spill:
@@ -295,16 +280,18 @@ def _spill(
         touched.setdefault(pos, []).append((key, value))
     result: list[StripeRef] = []
     written: list[tuple[int, list[Entry]]] = []
+    data: dict[int, bytes] = {}
 
     def emit(entries: list[Entry]) -> None:
-        for chunk in _split(entries, limits.stripe_max):
+        for chunk, encoded in _split(entries, limits.stripe_max):
             obj_id = new_id()
             written.append((obj_id, chunk))
+            data[obj_id] = encoded
             result.append(StripeRef(chunk[0][0], chunk[-1][0], obj_id))
 
     if not stripes:
         emit([(k, v) for k, v in touched.get(-1, []) if v is not None])
-        return result, written
+        return result, written, data
     for pos, stripe in enumerate(stripes):
         changes = touched.get(pos)
         if changes is None:
@@ -317,15 +304,19 @@ def _spill(
             else:
                 current[key] = value
         emit(sorted(current.items()))
-    return result, written
+    return result, written, data
 
 
-def _split(entries: list[Entry], stripe_max: int) -> list[list[Entry]]:
+def _split(entries: list[Entry], stripe_max: int) -> list[tuple[list[Entry], bytes]]:
+    """``entries`` in stripes of at most about ``stripe_max`` bytes, each with its bytes."""
     if not entries:
         return []
-    size = entries_size(entries)
+    whole = encode_index(entries)
+    size = len(whole.data)
     if size <= stripe_max:
-        return [entries]
+        return [(entries, whole.data)]
     parts = math.ceil(size / (stripe_max * 0.75))
     per = math.ceil(len(entries) / parts)
-    return [entries[i : i + per] for i in range(0, len(entries), per)]
+    chunks = [entries[i : i + per] for i in range(0, len(entries), per)]
+    # a chunk's first entry is encoded again (no key before it); the others are reused
+    return [(chunk, encode_index(chunk, whole).data) for chunk in chunks]

@@ -9,7 +9,8 @@ from typing import Any
 
 from metastore.codec import Codec
 from metastore.counts import Counts
-from metastore.index import Entry, StripeRef, decode_entries, encode_entries, entries_size
+from metastore.index import Entry, StripeRef, decode_entries
+from metastore.index_codec import INDEX_VERSION, encode_index
 from metastore.keys import EntityKey, Kind
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -32,13 +33,22 @@ class Commit:
     changes: tuple[CommitChange, ...]
     index: tuple[Entry, ...]  # embedded index, sorted
     stripes: tuple[StripeRef, ...]
-    index_size: int  # serialized size of ``index`` (an upper bound; not stored)
+    # serialized size of ``index``, or an upper bound (a decoded commit's whole size; not
+    # stored)
+    index_size: int
     # the catalog's live namespaces, tables and views after this commit (None: written
     # before counts were kept; ``metastore.counts``)
     counts: Counts | None = None
 
-    def encode(self, codec: Codec) -> bytes:
-        return codec.encode(
+    def encode(self, codec: Codec, encoded_index: bytes | None = None) -> bytes:
+        """The stored record. ``encoded_index`` is ``index``'s Avro bytes if the caller has
+        them (the engine encodes them while building the index, mostly from its parent's:
+        ``metastore.index_codec``); the embedded index is not written again."""
+        if codec.version("index") != INDEX_VERSION:
+            raise ValueError(f"index v{codec.version('index')} needs its own writer")
+        if encoded_index is None:
+            encoded_index = encode_index(self.index).data
+        return codec.encode_around(
             "commit",
             {
                 "parent": self.parent,
@@ -47,10 +57,11 @@ class Commit:
                 "principal": self.principal,
                 "operation": self.operation,
                 "changes": [{"key": c.key, "action": c.action} for c in self.changes],
-                "index": encode_entries(self.index),
                 "stripes": [{"first": s.first, "last": s.last, "id": s.id} for s in self.stripes],
                 "counts": self.counts.to_record() if self.counts is not None else None,
             },
+            "index",
+            encoded_index,
         )
 
     @staticmethod
@@ -71,9 +82,9 @@ class Commit:
             principal=r["principal"],
             operation=r["operation"],
             changes=tuple(CommitChange(c["key"], c["action"]) for c in r["changes"]),
-            index=(index := tuple(decode_entries(r["index"]))),
+            index=tuple(decode_entries(r["index"])),
             stripes=tuple(StripeRef(s["first"], s["last"], s["id"]) for s in r["stripes"]),
-            index_size=entries_size(index),
+            index_size=len(data),  # holds the index; its exact size would take a pass
             counts=Counts.from_record(r.get("counts")),
         )
 
@@ -130,8 +141,10 @@ class Entity:
         )
 
 
-def stripe_encode(codec: Codec, entries: list[Entry]) -> bytes:
-    return codec.encode("index", encode_entries(entries))
+def stripe_encode(codec: Codec, entries: list[Entry], body: bytes | None = None) -> bytes:
+    """A stripe's stored record; ``body`` is ``entries``' Avro bytes if already written
+    (``metastore.index_codec``)."""
+    return codec.frame("index", INDEX_VERSION, encode_index(entries).data if body is None else body)
 
 
 def stripe_decode(codec: Codec, data: bytes) -> list[Entry]:

@@ -110,7 +110,7 @@ class CatalogObjects:
     def index(self, commit: Commit | None) -> IndexView | None:
         if commit is None:
             return None
-        return IndexView(commit.index, commit.stripes, self.stripe, commit.index_size)
+        return IndexView(commit.index, commit.stripes, self.stripe)
 
     def piece(self, obj_id: int) -> Any:
         return self.load(METADATA_PIECE.name, obj_id, lambda data: decode_piece(self._codec, data))
@@ -159,7 +159,7 @@ class StagedObjects:
     def index(self, commit: Commit | None) -> IndexView | None:
         if commit is None:
             return None
-        return IndexView(commit.index, commit.stripes, self.stripe, commit.index_size)
+        return IndexView(commit.index, commit.stripes, self.stripe)
 
     def piece(self, obj_id: int) -> Any:
         key = self.key(METADATA_PIECE.name, obj_id)
