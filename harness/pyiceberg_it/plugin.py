@@ -86,13 +86,15 @@ class Deployment:
     def close(self) -> list[str]:
         """Stop both; the problems found in the node's log (a traceback, a bad exit)."""
         problems: list[str] = []
-        code = self.node.stop() if self.node.proc is not None else 0
+        try:
+            code = self.node.stop() if self.node.proc is not None else 0
+        finally:
+            self.s3.kill()
         if code != 0:
             problems.append(f"the node stopped with exit code {code}")
         log = self.node.log_path.read_text(errors="replace")
         if "Traceback" in log:
             problems.append(f"the node logged an unhandled error:\n{self.node.log_tail(80)}")
-        self.s3.kill()
         return problems
 
 
