@@ -26,7 +26,9 @@ single client, sequential:
 6. concurrent appenders: 16 PyIceberg clients appending to one table for
    ``--append-seconds`` (appends/s, client retries, failures, every row once),
    against this service with ``metastore.commit.rebase-appends`` on and off and
-   against each ``SqlCatalog`` (``bench/scenarios/iceberg_appenders.py``).
+   against each ``SqlCatalog``, and one client alone for scale; threads of this
+   process, or processes with ``--append-processes``
+   (``bench/scenarios/iceberg_appenders.py``).
 
 Run from the repo root: ``.venv/bin/python -m bench.iceberg [--quick]``; the summary
 is also written to ``.bench/iceberg.json``. Never asserts; exit 1 on an error.
@@ -60,6 +62,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--append-seconds", type=float, help="concurrent appenders' run time")
     parser.add_argument(
         "--appenders-only", action="store_true", help="only the concurrent appenders scenario"
+    )
+    parser.add_argument(
+        "--append-processes",
+        action="store_true",
+        help="run each appender in its own process (default: threads of this process)",
     )
     parser.add_argument(
         "--skip-appenders", action="store_true", help="no concurrent appenders scenario"
@@ -97,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
                 if not args.appenders_only:
                     results[name] = iceberg_workload.workload(catalog, args)
                 if not args.skip_appenders:
-                    appends.update(_appenders(name, catalog, args.append_seconds))
+                    appends.update(_appenders(name, catalog, args))
             except Exception as exc:  # report and go on with the other backends
                 failed = True
                 notes.append(f"{name} failed: {type(exc).__name__}: {exc}")
@@ -116,17 +123,25 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _appenders(name: str, catalog: Catalog, seconds: float) -> dict[str, dict[str, float]]:
+def _appenders(
+    name: str, catalog: Catalog, args: argparse.Namespace
+) -> dict[str, dict[str, float]]:
     """The concurrent appenders on this backend: on this service, rebase on and off, and
     one client alone."""
+    seconds, processes = args.append_seconds, args.append_processes
+
+    def run(table: str, properties: dict[str, str], clients: int = 16) -> dict[str, float]:
+        return iceberg_appenders.appenders(
+            catalog, table, properties, seconds, clients, processes=processes
+        )
+
     if name != "metastore":
-        return {name: iceberg_appenders.appenders(catalog, "hot", {}, seconds)}
+        return {name: run("hot", {})}
     on = {iceberg_appenders.REBASE: "true"}
-    off = {iceberg_appenders.REBASE: "false"}
     return {
-        "metastore rebase on": iceberg_appenders.appenders(catalog, "rebase_on", on, seconds),
-        "metastore rebase off": iceberg_appenders.appenders(catalog, "rebase_off", off, seconds),
-        "metastore 1 client": iceberg_appenders.appenders(catalog, "alone", on, seconds, 1),
+        "metastore rebase on": run("rebase_on", on),
+        "metastore rebase off": run("rebase_off", {iceberg_appenders.REBASE: "false"}),
+        "metastore 1 client": run("alone", on, 1),
     }
 
 

@@ -1,26 +1,31 @@
 """Concurrent appenders: ``CLIENTS`` PyIceberg clients appending to one table for a while.
 
-Each client is a thread with its own catalog client (as separate ingestion jobs
-would be) and its own ids; it appends one small Arrow batch at a time until the
-time is up. The table sets ``commit.retry.num-retries=0``, so PyIceberg never
-retries on its own: a ``CommitFailedException`` is counted as a client retry and
-the client reloads the table and tries again, up to ``RETRIES`` times (PyIceberg's
+Each client is a thread (or, with ``processes``, a process of its own) with its own
+catalog client (as separate ingestion jobs would be) and its own ids; it appends one
+small Arrow batch at a time until the time is up. The table sets
+``commit.retry.num-retries=0``, so PyIceberg never retries on its own: a
+``CommitFailedException`` is counted as a client retry and the client reloads the
+table and tries again, up to ``RETRIES`` times (PyIceberg's
 default), after which the append counts as a failure. At the end one scan checks
 that every acknowledged append's rows are present exactly once and no failed one's.
 
 Run against this service with ``metastore.commit.rebase-appends`` on and off (two
 tables on the same node) and against PyIceberg's ``SqlCatalog``; and, for scale, one
-client alone on this service (what one client process can append per second here:
-the 16 threads share that process's interpreter, so that is their ceiling too).
+client alone on this service (what one client can append per second here: 16
+threads share one interpreter, so that is about their ceiling too).
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import multiprocessing.process
+import queue
 import threading
 import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
@@ -46,23 +51,25 @@ ROWS = [
 
 @dataclass
 class _Tally:
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    """One writer's outcome (sent back through a queue: a thread's or a process's)."""
+
     counts: Counter[str] = field(default_factory=Counter)
     committed: list[int] = field(default_factory=list)
     first_error: str | None = None
 
-    def add(self, key: str, ids: list[int] | None = None, error: str | None = None) -> None:
-        with self.lock:
-            self.counts[key] += 1
-            if ids is not None:
-                self.committed.extend(ids)
-            if error is not None and self.first_error is None:
-                self.first_error = error
+    def merge(self, other: _Tally) -> None:
+        self.counts.update(other.counts)
+        self.committed.extend(other.committed)
+        self.first_error = self.first_error or other.first_error
 
 
-def _client(catalog: Catalog) -> Catalog:
-    """Another client of the same catalog (its own connections and state)."""
-    return type(catalog)(catalog.name, **catalog.properties)
+class _Queue(Protocol):
+    def put(self, item: Any) -> None: ...
+    def get(self, block: bool = True, timeout: float | None = None) -> Any: ...
+
+
+class _Barrier(Protocol):
+    def wait(self, timeout: float | None = None) -> int: ...
 
 
 def _batch(ids: list[int]) -> pa.Table:
@@ -71,54 +78,79 @@ def _batch(ids: list[int]) -> pa.Table:
     )
 
 
+def _writer(
+    kind: type[Catalog],
+    name: str,
+    properties: dict[str, str],
+    identifier: tuple[str, ...],
+    index: int,
+    seconds: float,
+    start: _Barrier,
+    out: _Queue,
+) -> None:
+    """One appender: its own catalog client, its own ids, until ``seconds`` have passed
+    since every appender was ready."""
+    tally = _Tally()
+    try:
+        client = kind(name, **properties)
+        table = client.load_table(identifier)
+        start.wait()
+        deadline = time.monotonic() + seconds
+        n = 0
+        while time.monotonic() < deadline:
+            ids = [index * 10_000_000 + n * 2, index * 10_000_000 + n * 2 + 1]
+            n += 1
+            for attempt in range(RETRIES + 1):
+                try:
+                    table.append(_batch(ids))
+                    tally.counts["appends"] += 1
+                    tally.committed.extend(ids)
+                    break
+                except CommitFailedException:
+                    tally.counts["retries" if attempt < RETRIES else "failures"] += 1
+                    table = client.load_table(identifier)
+    except Exception as exc:  # report, never hang the run
+        tally.counts["errors"] += 1
+        tally.first_error = f"{type(exc).__name__}: {exc}"[:300]
+    out.put(tally)
+
+
 def appenders(
     catalog: Catalog,
     name: str,
     properties: Mapping[str, str],
     seconds: float,
     clients: int = CLIENTS,
+    processes: bool = False,
 ) -> dict[str, float]:
-    """``clients`` appenders on a new table ``appenders.<name>`` for ``seconds``."""
+    """``clients`` appenders (threads, or with ``processes`` processes) on a new table
+    ``appenders.<name>`` for ``seconds``."""
     if NAMESPACE not in catalog.list_namespaces():
         catalog.create_namespace(NAMESPACE)
     identifier = (*NAMESPACE, name)
     catalog.create_table(
         identifier, SCHEMA, properties={"commit.retry.num-retries": "0", **properties}
     )
+    context = multiprocessing.get_context("spawn")
+    start: _Barrier = context.Barrier(clients + 1) if processes else threading.Barrier(clients + 1)
+    out: _Queue = context.Queue() if processes else queue.Queue()
+    spec = (type(catalog), catalog.name, dict(catalog.properties), identifier)
+    workers: list[threading.Thread | multiprocessing.process.BaseProcess] = [
+        (context.Process if processes else threading.Thread)(
+            target=_writer, args=(*spec, i, seconds, start, out), daemon=True
+        )
+        for i in range(clients)
+    ]
+    for worker in workers:
+        worker.start()
+    start.wait(timeout=300)
+    begin = time.monotonic()
     tally = _Tally()
-    start = threading.Barrier(clients + 1)
-    deadline: list[float] = []
-
-    def writer(index: int) -> None:
-        client = _client(catalog)
-        table = client.load_table(identifier)
-        start.wait()
-        n = 0
-        while time.perf_counter() < deadline[0]:
-            ids = [index * 10_000_000 + n * 2, index * 10_000_000 + n * 2 + 1]
-            n += 1
-            for attempt in range(RETRIES + 1):
-                try:
-                    table.append(_batch(ids))
-                    tally.add("appends", ids)
-                    break
-                except CommitFailedException:
-                    tally.add("retries" if attempt < RETRIES else "failures")
-                    table = client.load_table(identifier)
-                except Exception as exc:  # report, never hang the run
-                    tally.add("errors", error=f"{type(exc).__name__}: {exc}"[:300])
-                    table = client.load_table(identifier)
-                    break
-
-    threads = [threading.Thread(target=writer, args=(i,), daemon=True) for i in range(clients)]
-    for thread in threads:
-        thread.start()
-    begin = time.perf_counter()
-    deadline.append(begin + seconds)
-    start.wait()
-    for thread in threads:
-        thread.join()
-    elapsed = time.perf_counter() - begin
+    for _ in workers:
+        tally.merge(out.get(timeout=seconds + 600))
+    elapsed = time.monotonic() - begin
+    for worker in workers:
+        worker.join()
     scanned = catalog.load_table(identifier).scan().to_arrow()["id"].to_pylist()
     rows_ok = sorted(scanned) == sorted(tally.committed)
     counts = tally.counts
