@@ -4,9 +4,10 @@ Backends, side by side in one run:
 
 - ``metastore``: an embedded node (child process, fsync on) through ``RestCatalog``;
 - ``sql-sqlite``: ``SqlCatalog`` on a SQLite file;
-- ``sql-postgres``: ``SqlCatalog`` on PostgreSQL 15 from Debian's packages, started here
-  on a loopback port in a temp directory (installed with apt-get when missing and
-  running as root; skipped with a note otherwise).
+- ``sql-postgres``: ``SqlCatalog`` on PostgreSQL from Debian's ``postgresql`` package,
+  a private cluster started here as a child process on a loopback port in a temp
+  directory (installed with apt-get when missing and running as root; skipped with a
+  note otherwise).
 
 (``bench/scenarios/iceberg_backends.py``.)
 
@@ -110,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
                 notes.append(f"{name} failed: {type(exc).__name__}: {exc}")
                 print(f"  FAILED: {exc}", flush=True)
     text = "\n".join(iceberg_workload.section(results) if results else [])
-    text += "\n\n" + "\n".join(iceberg_appenders.section(appends))
+    if appends:
+        text += "\n\n" + "\n".join(iceberg_appenders.section(appends))
     text += "".join(f"\n{n}" for n in notes)
     print("\n" + "=" * 80 + "\n" + text)
     save_report(
