@@ -860,7 +860,13 @@ def test_compose_file_shape() -> None:
     assert {config.url for config in nodes(compose).values()} == {
         f"http://metastore-{n}:8181" for n in (1, 2, 3)
     }
-    assert sorted(TOPICS_ENV) == ["METASTORE_KAFKA", "METASTORE_TOPIC_PREFIX"]
+    assert sorted(TOPICS_ENV) == [  # the parser's defaults: topics, events, the jobs' client
+        "METASTORE_CREDENTIAL",
+        "METASTORE_KAFKA",
+        "METASTORE_PUBLISH_EVENTS",
+        "METASTORE_TOKEN",
+        "METASTORE_TOPIC_PREFIX",
+    ]
 
 
 def test_dockerfile_passes() -> None:
