@@ -29,6 +29,7 @@ from ssl import SSLContext
 
 from aiohttp import web
 
+from metastore.api.heap import settle_after_startup
 from metastore.config import ServerConfig
 
 log = logging.getLogger(__name__)
@@ -140,6 +141,7 @@ async def _serve(
         # close what the cleanup contexts opened before the one that failed
         await runner.cleanup()
         raise
+    settle_after_startup()  # the app and its state are loaded: freeze them (``heap``)
     try:
         assert runner.server is not None
         limit = ConnectionLimit(runner.server, config.max_connections)

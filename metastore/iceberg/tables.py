@@ -427,7 +427,8 @@ class Tables:
             return
         with iceberg_errors():
             previous = current.metadata_location if current is not None else None
-            new = apply_updates(base, change.updates, previous, _empty_metadata())
+            empty = _empty_metadata() if base is None else base  # built only for a create
+            new = apply_updates(base, change.updates, previous, empty)
         previous = current.metadata_location if current is not None else None
         if not new.location:
             location = self.default_location(tenant, catalog, change.key)
