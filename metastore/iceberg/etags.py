@@ -13,6 +13,8 @@ answers carry the tag a later load of the same table version answers (a commit's
 load with ``snapshots=all`` and no access delegation), so a client can send any of
 them as ``If-None-Match``.
 
+The remote-signing config a load offers comes from the catalog's storage, so it is
+worked out before the tag and covered by it: turning signing on or off retags.
 Vended credentials are not part of the tag: they are fresh on every answer, so a tag
 that covered them would never match. A 304 to a load with access delegation tells
 the client that the table and the kind of access it asked for are unchanged; it

@@ -179,11 +179,11 @@ async def load_table(request: web.Request) -> web.Response:
     key = named(request, Kind.TABLE, "table")
     state = await call.metastore.read(call.iceberg.tables.load, call.tenant, call.catalog, key)
     result = state.result(snapshots)
+    await add_signing(request, call, key, result)  # the storage's: a change retags the table
     etag = table_etag(result, snapshots, delegation_of(request))
     if matches(request, etag):  # the client's copy is current: no body
         return not_modified(etag)
     result.update(await vended_fields(request, call, key, result["metadata"]["location"]))
-    await add_signing(request, call, key, result)
     return tagged(json_response(result), etag)
 
 

@@ -314,3 +314,38 @@ def test_the_storage_setting_is_shown_and_checked(lake: Lake) -> None:
     assert_error(lake.call("root", "POST", path, json=update), 400)
     after = lake.call("root", "GET", f"{TENANT}/catalogs/{lake.enabled}").json()["storage"]
     assert after == shown  # nothing written
+
+
+def test_a_load_is_retagged_when_the_catalog_starts_signing(lake: Lake) -> None:
+    """The signing config is part of a load's answer, so turning it on in the catalog's
+    storage changes the tag: a client holding the old one gets the new config, not 304."""
+    name = f"r{uuid.uuid4().hex[:10]}"
+    storage = {
+        "type": "s3",
+        "root": f"s3://{lake.bucket}/{name}",
+        "io-properties": lake.s3.io_properties(),
+        "credentials": {"env": SECRETS_ENV},
+        "remote-signing": {"enabled": False},
+    }
+    created = lake.call(
+        "root", "POST", f"{TENANT}/catalogs", json={"name": name, "storage": storage}
+    )
+    assert created.status_code == 201, created.text
+    admin = RestCatalog("root", uri=lake.node.url, warehouse=name, token=lake.tokens["root"])
+    admin.create_namespace(("db",))
+    admin.create_table(("db", "t"), SCHEMA)
+    path = f"/v1/{name}/namespaces/db/tables/t"
+    tag = lake.call("root", "GET", path).headers["ETag"]
+    assert lake.call("root", "GET", path, headers={"If-None-Match": tag}).status_code == 304
+
+    version = created.json()["storage"]["version"]
+    update = {
+        "storage": {**storage, "remote-signing": {"enabled": True}},
+        "expected-version": version,
+    }
+    reply = lake.call("root", "POST", f"{TENANT}/catalogs/{name}/storage", json=update)
+    assert reply.status_code == 200, reply.text
+    again = lake.call("root", "GET", path, headers={"If-None-Match": tag})
+    assert again.status_code == 200
+    assert again.json()["config"]["s3.remote-signing-enabled"] == "true"
+    assert again.headers["ETag"] != tag
