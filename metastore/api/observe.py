@@ -15,8 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import secrets
 import time
+from random import getrandbits
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
@@ -35,6 +35,7 @@ METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"}
 CLIENT_CLOSED = 499  # the client went away before its answer (nginx's convention)
 
 access_log = logging.getLogger("metastore.access")
+ACCESS_LINE = "%s %s %d %.1fms"  # method, path as sent, status, duration
 
 
 def route_of(request: web.Request) -> str:
@@ -47,7 +48,7 @@ def route_of(request: web.Request) -> str:
 async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
     started = time.perf_counter()
     sent_id = request.headers.get(REQUEST_ID_HEADER)
-    request_id = sent_id if sent_id and _REQUEST_ID.match(sent_id) else secrets.token_hex(12)
+    request_id = sent_id if sent_id and _REQUEST_ID.match(sent_id) else f"{getrandbits(96):024x}"
     trace = TraceContext.parse(request.headers.get(TRACEPARENT)) or TraceContext.start()
     tenant = request.match_info.get("tenant")
     token = logs.CURRENT.set(RequestContext(request_id, trace, tenant))
@@ -87,5 +88,10 @@ def _access(request: web.Request, route: str, status: int, seconds: float) -> No
         "status": status,
         "duration_ms": round(seconds * 1000, 3),
     }
-    line = "%s %s %d %.1fms"
-    access_log.info(line, request.method, path, status, seconds * 1000, extra={FIELDS: fields})
+    args = (request.method, path, status, seconds * 1000)
+    # ``Logger.info`` without its stack walk for the caller's file and line (the same
+    # for every access line): the record is made and handled directly
+    record = access_log.makeRecord(
+        access_log.name, logging.INFO, __file__, 0, ACCESS_LINE, args, None, extra={FIELDS: fields}
+    )
+    access_log.handle(record)
