@@ -105,20 +105,34 @@ def test_a_reused_name_is_a_conflict_and_each_dropped_instance_stays_addressable
     catalog.drop_table(("db", "t"))
     second = catalog.create_table(("db", "t"), SCHEMA)  # the name is free at once
     second.append(rows([10, 20]))
-    assert second.metadata.location != first  # the dropped one still holds its location
-    assert_error(native.undrop("t"), 409, "AlreadyExistsException")
+    assert second.metadata.location == first  # the kept one yields its very location
+    assert_error(native.undrop("t"), 409, "AlreadyExistsException")  # the name is taken
     (old,) = native.dropped()
     assert_error(native.undrop("t", body={"entity-id": old["entity-id"]}), 409)
 
     catalog.drop_table(("db", "t"))
     newest, oldest = native.dropped()  # dropped last first
     assert oldest["entity-id"] == old["entity-id"] and newest["location"] == second.location()
-    picked = native.undrop("t", body={"entity-id": old["entity-id"]})
+    # the newest drop of the name owns the location: the older one cannot take it back
+    assert_error(native.undrop("t", body={"entity-id": old["entity-id"]}), 409)
+    picked = native.undrop("t", body={"entity-id": newest["entity-id"]})
     assert picked.status_code == 200, picked.text
-    assert catalog.load_table(("db", "t")).scan().to_arrow()["id"].to_pylist() == [1]
-    assert [d["entity-id"] for d in native.dropped()] == [newest["entity-id"]]
+    assert catalog.load_table(("db", "t")).scan().to_arrow()["id"].to_pylist() == [10, 20]
+    assert [d["entity-id"] for d in native.dropped()] == [old["entity-id"]]
     assert_error(native.undrop("t", body={"entity-id": "12345"}), 404)
     assert_error(native.undrop("t", body={"entity-id": 12345}), 400)  # ids are strings
+
+
+def test_a_renamed_away_tables_location_still_gives_a_new_table_its_own(
+    catalog: RestCatalog,
+) -> None:
+    """Only a kept (dropped) table yields its location: a live one renamed away keeps it,
+    so a new table of the old name gets a location of its own."""
+    catalog.create_namespace(("mv",))
+    moved = catalog.create_table(("mv", "a"), SCHEMA)
+    catalog.rename_table(("mv", "a"), ("mv", "b"))
+    fresh = catalog.create_table(("mv", "a"), SCHEMA)
+    assert fresh.metadata.location != moved.metadata.location
 
 
 def test_a_purged_table_cannot_be_undropped(
