@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 # The entry types are defined with their encoding and exported from here as well.
 from metastore.index_codec import TOMBSTONE as TOMBSTONE
-from metastore.index_codec import EncodedIndex, encode_index, shared_prefix
+from metastore.index_codec import EncodedIndex, encode_changed, encode_index, shared_prefix
 from metastore.index_codec import Entry as Entry
 from metastore.index_codec import IndexValue as IndexValue
 
@@ -244,18 +244,21 @@ class IndexUpdate:
     ) -> BuiltIndex:
         """The next commit's index. ``previous`` is the base's encoded embedded index, if
         known: its unchanged entries are not encoded again (``metastore.index_codec``)."""
-        base_embedded = self._base.embedded if self._base is not None else []
         stripes = list(self._base.stripes) if self._base is not None else []
-        merged = dict(base_embedded)
-        merged.update(self._changes)
-        embedded = sorted(merged.items())
+        base_embedded = self._base.embedded if self._base is not None else []
+        if previous is not None and len(previous.entries) == len(base_embedded):
+            encoded = encode_changed(previous, self._changes)
+        else:
+            merged = dict(base_embedded)
+            merged.update(self._changes)
+            encoded = encode_index(sorted(merged.items()))
         # The commit record needs these bytes anyway; their length is the exact size.
-        encoded = encode_index(embedded, previous)
+        embedded = encoded.entries
         if len(encoded.data) <= limits.embedded_max:
             return BuiltIndex(embedded, len(encoded.data), stripes, [], encoded)
         # Spill everything but this commit's own changes (if those alone stay small).
         own = sorted(self._changes.items())
-        own_encoded = encode_index(own, encoded)
+        own_encoded = encode_index(own)
         keep = own if len(own_encoded.data) <= limits.embedded_max // 2 else []
         kept = own_encoded if keep else encode_index(keep)
         kept_keys = {k for k, _ in keep}
@@ -318,5 +321,4 @@ def _split(entries: list[Entry], stripe_max: int) -> list[tuple[list[Entry], byt
     parts = math.ceil(size / (stripe_max * 0.75))
     per = math.ceil(len(entries) / parts)
     chunks = [entries[i : i + per] for i in range(0, len(entries), per)]
-    # a chunk's first entry is encoded again (no key before it); the others are reused
-    return [(chunk, encode_index(chunk, whole).data) for chunk in chunks]
+    return [(chunk, encode_index(chunk).data) for chunk in chunks]

@@ -5,16 +5,18 @@ few of them: most entries of its embedded index encode to the very bytes they ha
 its parent's. ``encode_index`` writes the ``Index`` record itself, byte for byte what
 the codec writes for ``index.encode_entries``' record (zigzag varints, length-prefixed
 bytes and strings, a non-empty array as one counted block, every array ended by a zero
-count), and takes an entry's bytes from the previous encoding whenever the entry, its
-type number and the key before it are unchanged. A commit then pays for its own
-changes, not for the whole embedded index, and the exact serialized size comes free
-(the length of the bytes). The unit tests hold the output to the codec's over random
-indexes; a new version of the ``Index`` schema needs a new writer here
+count). ``encode_changed`` builds the next commit's encoding from its parent's: the
+changed entries (and the one after each inserted key) are written again, every other
+entry keeps its bytes. A commit then pays for its own changes, not for the whole
+embedded index, and the exact serialized size comes free (the length of the bytes).
+The unit tests hold the output to the codec's over random indexes and edits; a new
+version of the ``Index`` schema needs a new writer here
 (``INDEX_VERSION``, checked by ``Codec.frame``).
 """
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -24,9 +26,6 @@ IndexValue = tuple[str, int]  # (object type, object id)
 Entry = tuple[bytes, IndexValue | None]  # None = tombstone (embedded index only)
 TOMBSTONE = -1
 INDEX_VERSION = 1  # the ``index`` schema version ``encode_index`` writes
-
-# One entry's encoding, reusable while these hold: (previous key, type number, id, bytes).
-Piece = tuple[bytes, int, int, bytes]
 
 
 def zigzag(value: int) -> bytes:
@@ -65,40 +64,23 @@ def shared_prefix(a: bytes, b: bytes) -> int:
 
 @dataclass(frozen=True, slots=True)
 class EncodedIndex:
-    """An index's Avro bytes (no record header) and each entry's piece of them."""
+    """Sorted index entries with their Avro bytes (no record header), entry by entry."""
 
-    data: bytes
-    pieces: Mapping[bytes, Piece]  # key -> its entry's encoding and what that depends on
+    entries: list[Entry]
+    keys: list[bytes]  # the entries' keys, for bisection
+    parts: list[bytes]  # each entry's bytes, which depend on the key before it
+    types: list[str]  # object types in order of first appearance (their numbers)
+    live: int  # entries that are not tombstones
+    data: bytes  # the whole record
 
 
-def encode_index(entries: Sequence[Entry], previous: EncodedIndex | None = None) -> EncodedIndex:
-    """The ``Index`` record of sorted ``entries``, reusing ``previous``' unchanged pieces."""
-    reuse: Mapping[bytes, Piece] = previous.pieces if previous is not None else {}
-    types: list[str] = []
-    type_pos: dict[str, int] = {}
-    pieces: dict[bytes, Piece] = {}
-    parts: list[bytes] = []
-    prev = b""
-    for key, value in entries:
-        if value is None:
-            type_no, obj_id = TOMBSTONE, 0
-        else:
-            type_no = type_pos.get(value[0], -2)
-            if type_no == -2:
-                type_no = type_pos[value[0]] = len(types)
-                types.append(value[0])
-            obj_id = value[1]
-        piece = reuse.get(key)
-        if piece is None or piece[0] != prev or piece[1] != type_no or piece[2] != obj_id:
-            shared = shared_prefix(prev, key)
-            suffix = key[shared:]
-            encoded = b"".join(
-                (zigzag(shared), zigzag(len(suffix)), suffix, zigzag(type_no), zigzag(obj_id))
-            )
-            piece = (prev, type_no, obj_id, encoded)
-        pieces[key] = piece
-        parts.append(piece[3])
-        prev = key
+def _entry(prev: bytes, key: bytes, type_no: int, obj_id: int) -> bytes:
+    shared = shared_prefix(prev, key)
+    suffix = key[shared:]
+    return b"".join((zigzag(shared), zigzag(len(suffix)), suffix, zigzag(type_no), zigzag(obj_id)))
+
+
+def _record(types: Sequence[str], parts: Sequence[bytes]) -> bytes:
     out: list[bytes] = []
     if types:
         out.append(zigzag(len(types)))
@@ -110,7 +92,78 @@ def encode_index(entries: Sequence[Entry], previous: EncodedIndex | None = None)
         out.append(zigzag(len(parts)))
         out += parts
     out.append(_END)
-    return EncodedIndex(b"".join(out), pieces)
+    return b"".join(out)
+
+
+def encode_index(entries: Sequence[Entry]) -> EncodedIndex:
+    """The ``Index`` record of sorted ``entries``, every entry encoded."""
+    types: list[str] = []
+    type_pos: dict[str, int] = {}
+    parts: list[bytes] = []
+    live = 0
+    prev = b""
+    for key, value in entries:
+        if value is None:
+            type_no, obj_id = TOMBSTONE, 0
+        else:
+            type_no = type_pos.get(value[0], -2)
+            if type_no == -2:
+                type_no = type_pos[value[0]] = len(types)
+                types.append(value[0])
+            obj_id = value[1]
+            live += 1
+        parts.append(_entry(prev, key, type_no, obj_id))
+        prev = key
+    listed = list(entries)
+    return EncodedIndex(listed, [k for k, _ in listed], parts, types, live, _record(types, parts))
+
+
+def encode_changed(
+    previous: EncodedIndex, changes: Mapping[bytes, IndexValue | None]
+) -> EncodedIndex:
+    """``previous``' entries with ``changes`` applied (a key's new value or tombstone),
+    encoded: only the changed entries and the ones right after an inserted key are
+    written again, the other entries keep their bytes (list copies and one join, no
+    Python work per entry). Type numbers are by first appearance, so an index of other
+    than exactly one object type, or a change that would alter its types, is encoded
+    whole instead (an embedded index holds entity entries only, in practice)."""
+    if len(previous.types) != 1 or any(
+        v is not None and v[0] != previous.types[0] for v in changes.values()
+    ):
+        return encode_index(_merged(previous.entries, changes))
+    entries, keys, parts = list(previous.entries), list(previous.keys), list(previous.parts)
+    live = previous.live
+    dirty: list[bytes] = []
+    for key in sorted(changes):
+        value = changes[key]
+        at = bisect.bisect_left(keys, key)
+        if at < len(keys) and keys[at] == key:
+            live += (value is not None) - (entries[at][1] is not None)
+            entries[at] = (key, value)
+        else:
+            live += value is not None
+            entries.insert(at, (key, value))
+            keys.insert(at, key)
+            parts.insert(at, b"")
+            if at + 1 < len(keys):
+                dirty.append(keys[at + 1])  # its previous key changed
+        dirty.append(key)
+    if live == 0:  # no type left: the types array changes
+        return encode_index(entries)
+    for key in dirty:
+        at = bisect.bisect_left(keys, key)
+        value = entries[at][1]
+        prev = keys[at - 1] if at else b""
+        parts[at] = (
+            _entry(prev, key, TOMBSTONE, 0) if value is None else _entry(prev, key, 0, value[1])
+        )
+    return EncodedIndex(entries, keys, parts, previous.types, live, _record(previous.types, parts))
+
+
+def _merged(entries: Sequence[Entry], changes: Mapping[bytes, IndexValue | None]) -> list[Entry]:
+    merged = dict(entries)
+    merged.update(changes)
+    return sorted(merged.items())
 
 
 class RecentEncodings:

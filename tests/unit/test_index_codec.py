@@ -1,8 +1,9 @@
 """The index's direct Avro writer against the codec's: the same bytes, always.
 
-``encode_index`` writes the ``Index`` record itself and reuses the pieces of a previous
-encoding; ``Codec.encode_around`` writes a commit around those bytes. Each is held to
-the full fastavro encoding of the same value (``encode_entries`` + ``Codec.encode``)
+``encode_index`` writes the ``Index`` record itself and ``encode_changed`` writes the
+next commit's from its parent's, reusing the unchanged entries' bytes;
+``Codec.encode_around`` writes a commit around those bytes. Each is held to the full
+fastavro encoding of the same value (``encode_entries`` + ``Codec.encode``)
 over random indexes, random edits of them and random commits, and a chain of commits
 the engine writes decodes and re-encodes to the bytes it stored.
 """
@@ -19,11 +20,11 @@ from metastore.changes import CreateEntity
 from metastore.codec import default_codec
 from metastore.commits import CommitRequest, EngineLimits
 from metastore.counts import Counts
-from metastore.index import Entry, IndexLimits, encode_entries
+from metastore.index import Entry, IndexLimits, IndexValue, encode_entries
 from metastore.index_codec import (
     INDEX_VERSION,
-    EncodedIndex,
     RecentEncodings,
+    encode_changed,
     encode_index,
     zigzag,
 )
@@ -60,30 +61,44 @@ def test_an_index_encodes_to_the_codecs_bytes(entries: list[Entry]) -> None:
     assert encode_index(entries).data == full(entries)
 
 
-@given(INDEXES, INDEXES, st.data())
-def test_reusing_a_previous_encoding_gives_the_same_bytes(
-    before: list[Entry], changes: list[Entry], data: st.DataObject
+# Changes as a commit makes them: new keys, new values and tombstones for old keys.
+CHANGES = st.dictionaries(KEYS, VALUES, max_size=8)
+ONE_TYPE = st.dictionaries(
+    KEYS, st.one_of(st.none(), st.tuples(st.just("entity"), IDS)), max_size=60
+).map(lambda d: sorted(d.items()))
+
+
+@given(st.one_of(INDEXES, ONE_TYPE), CHANGES, st.data())
+def test_an_index_encoded_from_its_parents_is_the_codecs_bytes(
+    before: list[Entry], changes: dict[bytes, IndexValue | None], data: st.DataObject
 ) -> None:
-    # the next index: some entries removed, some changed or added (as a commit does)
-    drop = data.draw(st.sets(st.sampled_from([k for k, _ in before]) if before else st.nothing()))
-    after_map = {k: v for k, v in before if k not in drop}
-    after_map.update(changes)
-    after = sorted(after_map.items())
-    previous = encode_index(before)
-    again = encode_index(after, previous)
+    # mostly changes of the one type (the fast path), sometimes of others (encoded whole)
+    if data.draw(st.booleans()):
+        changes = {k: None if v is None else ("entity", v[1]) for k, v in changes.items()}
+    merged = dict(before)
+    merged.update(changes)
+    after = sorted(merged.items())
+    again = encode_changed(encode_index(before), changes)
     assert again.data == full(after)
-    # and a third generation built on the reused one
-    assert encode_index(before, again).data == full(before)
+    assert again.entries == after and again.keys == [k for k, _ in after]
+    # and the generation after it, built on the spliced one
+    undo = {k: dict(before).get(k) for k in changes}
+    third = encode_changed(again, undo)
+    merged.update(undo)
+    assert third.data == full(sorted(merged.items()))
 
 
-def test_unchanged_entries_are_not_encoded_again() -> None:
+def test_unchanged_entries_keep_their_bytes() -> None:
     entries: list[Entry] = [(b"k%03d" % i, ("entity", 1000 + i)) for i in range(100)]
     first = encode_index(entries)
-    inserted = sorted([*entries, (b"k050x", ("entity", 7))])
-    second = encode_index(inserted, first)
-    reused = [k for k, _ in entries if second.pieces[k] is first.pieces[k]]
-    assert len(reused) == 99  # all but the entry right after the new key
-    assert second.pieces[b"k051"] is not first.pieces[b"k051"]
+    second = encode_changed(first, {b"k050x": ("entity", 7), b"k010": None})
+    reused = [
+        key
+        for key, part in zip(first.keys, first.parts, strict=True)
+        if second.parts[second.keys.index(key)] is part
+    ]
+    assert len(reused) == 98  # all but the tombstoned entry and the one after the new key
+    assert second.data == full(second.entries)
 
 
 @given(INDEXES)
@@ -167,7 +182,7 @@ def test_a_body_for_another_schema_version_is_refused() -> None:
 
 def test_recent_encodings_keep_only_the_newest() -> None:
     recent = RecentEncodings(capacity=2)
-    empty = EncodedIndex(b"\x00\x00", {})
+    empty = encode_index([])
     for commit_id in (1, 2, 3):
         recent.put(commit_id, empty)
     assert recent.get(1) is None and recent.get(2) is empty and recent.get(3) is empty
