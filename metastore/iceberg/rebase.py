@@ -174,7 +174,7 @@ def _since(base: TableMetadata, head: Snapshot, expected: int | None) -> tuple[S
     if ``expected`` is not an ancestor of ``head`` (or a snapshot in between is gone)."""
     between = [head]
     while (parent := between[-1].parent_snapshot_id) != expected:
-        if parent is None:
+        if parent is None or len(between) > len(base.snapshots):  # (a registered cycle)
             raise Refused(f"snapshot {expected} is not an ancestor of the branch's head")
         snapshot = base.snapshot_by_id(parent)
         if snapshot is None:

@@ -287,3 +287,18 @@ def test_hostile_manifest_list_outside_the_table(
     reply = _stale_commit(http, stale, "v3", lineage)
     assert_error(reply, 409)
     assert "not rebased: version 3" in reply.json()["error"]["message"]
+
+
+def test_version_1_table_is_rebased(iceberg_server: Server, catalog: RestCatalog) -> None:
+    """Version 1 has no sequence numbers: the rebased list is a version 1 list."""
+    _table(catalog, "v1", **{REBASE: "true", "format-version": "1"})
+    stale = catalog.load_table(("db", "v1"))
+    catalog.load_table(("db", "v1")).append(rows([1]))
+    stale.append(rows([2]))
+    table = catalog.load_table(("db", "v1"))
+    assert table.format_version == 1
+    assert _ids(table) == [1, 2]
+    chain = _chain(table)
+    assert [_rebased(s) for s in chain] == [False, True]
+    assert chain[1].parent_snapshot_id == chain[0].snapshot_id
+    assert chain[1].summary is not None and chain[1].summary["total-records"] == "2"
