@@ -36,13 +36,16 @@ first row id, which pyiceberg's manifest list reader drops and its writers
 cannot write, so a rewritten list would lose the head's row lineage.
 
 Reading and writing the lists is blocking: ``rebase`` runs in the commit's
-worker thread, never on the event loop.
+worker thread, never on the event loop. Lists read are kept for the next rebase
+(``manifest_lists``): racing appenders mostly share their parent, and a rebase
+redone after losing to another commit reads the same client list again.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from copy import copy
 from dataclasses import dataclass
 
 from pyiceberg.exceptions import CommitFailedException
@@ -51,7 +54,6 @@ from pyiceberg.manifest import (
     UNASSIGNED_SEQ,
     ManifestContent,
     ManifestFile,
-    read_manifest_list,
     write_manifest_list,
 )
 from pyiceberg.table import TableProperties
@@ -67,6 +69,7 @@ from pyiceberg.table.update import (
 )
 
 from metastore.errors import BadRequest, CommitConflict
+from metastore.iceberg.manifest_lists import ManifestLists
 from metastore.iceberg.table_paths import check_paths
 
 REBASE_APPENDS = "metastore.commit.rebase-appends"  # table property, and catalog default
@@ -183,18 +186,20 @@ def _since(base: TableMetadata, head: Snapshot, expected: int | None) -> tuple[S
     return tuple(between)
 
 
-def rebase(planned: Plan, base: TableMetadata, io: FileIO, location: str) -> Snapshot:
+def rebase(
+    planned: Plan, base: TableMetadata, io: FileIO, location: str, lists: ManifestLists
+) -> Snapshot:
     """Write the rebased manifest list to ``location`` and return the rebased snapshot
     (blocking). ``location`` must be new and inside the table; the caller deletes it
     if the commit then fails. ``Refused`` if the client's manifest list is not a plain
     append's; 400 if it lies outside the table's location or cannot be read."""
     snapshot, head = planned.snapshot, planned.head
     check_paths([("manifest list", snapshot.manifest_list)], base.location)
-    listed = _read(io, snapshot.manifest_list)
+    listed = lists.read(io, snapshot.manifest_list)
     own = [m for m in listed if m.added_snapshot_id == snapshot.snapshot_id]
     inherited = {m.manifest_path for m in listed if m.added_snapshot_id != snapshot.snapshot_id}
     expected = base.snapshot_by_id(planned.expected) if planned.expected is not None else None
-    if not inherited <= {m.manifest_path for m in _manifests(io, expected)}:
+    if not inherited <= {m.manifest_path for m in _manifests(lists, io, expected)}:
         raise Refused("the snapshot lists manifests its parent did not have")
     spec_ids = {spec.spec_id for spec in base.partition_specs}
     for manifest in own:
@@ -211,7 +216,7 @@ def rebase(planned: Plan, base: TableMetadata, io: FileIO, location: str) -> Sna
         sequence_number=sequence_number,
         avro_compression=codec,  # type: ignore[arg-type]  # a table property: text
     ) as writer:
-        writer.add_manifests([_unassigned(m) for m in own] + _manifests(io, head))
+        writer.add_manifests([*(_unassigned(m) for m in own), *_manifests(lists, io, head)])
     return snapshot.model_copy(
         update={
             "parent_snapshot_id": head.snapshot_id,
@@ -240,6 +245,7 @@ def rebased_commit(
     base: TableMetadata,
     io: Callable[[str], FileIO],
     written: list[str],
+    lists: ManifestLists,
 ) -> tuple[tuple[TableRequirement, ...], tuple[TableUpdate, ...]]:
     """A stale append's requirements and updates rebased on ``base`` (blocking): its
     snapshot on the branch's head, its branch requirement the head. The new manifest
@@ -248,7 +254,7 @@ def rebased_commit(
     planned = plan(requirements, updates, base)
     location = manifest_list_location(planned, base.location)
     written.append(location)
-    snapshot = rebase(planned, base, io(location), location)
+    snapshot = rebase(planned, base, io(location), location, lists)
     branch = planned.ref.ref_name
     kept = [r for r in requirements if not (isinstance(r, AssertRefSnapshotId) and r.ref == branch)]
     head = AssertRefSnapshotId.model_validate(
@@ -257,16 +263,8 @@ def rebased_commit(
     return (*kept, head), (AddSnapshotUpdate(snapshot=snapshot), planned.ref)
 
 
-def _read(io: FileIO, location: str) -> list[ManifestFile]:
-    try:
-        return list(read_manifest_list(io.new_input(location)))
-    except (OSError, ValueError, LookupError, TypeError, EOFError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
-        raise BadRequest(f"cannot read the manifest list {location}: {first}") from None
-
-
-def _manifests(io: FileIO, snapshot: Snapshot | None) -> list[ManifestFile]:
-    return _read(io, snapshot.manifest_list) if snapshot is not None else []
+def _manifests(lists: ManifestLists, io: FileIO, snapshot: Snapshot | None) -> list[ManifestFile]:
+    return list(lists.read(io, snapshot.manifest_list)) if snapshot is not None else []
 
 
 def _check_own(manifest: ManifestFile, spec_ids: set[int]) -> None:
@@ -282,8 +280,10 @@ def _check_own(manifest: ManifestFile, spec_ids: set[int]) -> None:
         raise Refused(f"manifest {manifest.manifest_path} has an unknown partition spec")
 
 
-def _unassigned(manifest: ManifestFile) -> ManifestFile:
-    """A manifest this commit adds, with its sequence numbers left to the writer."""
+def _unassigned(listed: ManifestFile) -> ManifestFile:
+    """A manifest this commit adds, with its sequence numbers left to the writer (a
+    copy: the one read stays as it was, in ``ManifestLists``)."""
+    manifest = copy(listed)
     manifest.sequence_number = UNASSIGNED_SEQ
     manifest.min_sequence_number = UNASSIGNED_SEQ
     return manifest

@@ -59,6 +59,7 @@ from metastore.iceberg import pieces, rebase
 from metastore.iceberg.column_defaults import with_defaults
 from metastore.iceberg.files import TableFiles, Warehouse
 from metastore.iceberg.lineage import INITIAL_ROW_ID, check_format_version
+from metastore.iceberg.manifest_lists import ManifestLists
 from metastore.iceberg.metadata_json import metadata_text
 from metastore.iceberg.purge import Purge, PurgeCounters, PurgeReport
 from metastore.iceberg.table_paths import added_paths, check_paths, check_properties
@@ -158,6 +159,7 @@ class Tables:
         self._models = ModelCache()
         self.purges = PurgeCounters()
         self._turns = Turns()
+        self._manifest_lists = ManifestLists()  # read by append rebases
 
     # --- reads -------------------------------------------------------------------------
 
@@ -480,7 +482,12 @@ class Tables:
                 raise
             try:
                 requirements, updates = rebase.rebased_commit(
-                    change.requirements, change.updates, base, prepared.io.io, prepared.files
+                    change.requirements,
+                    change.updates,
+                    base,
+                    prepared.io.io,
+                    prepared.files,
+                    self._manifest_lists,
                 )
             except rebase.Refused as why:
                 raise CommitConflict(f"{conflict.message}; not rebased: {why.message}") from None
