@@ -8,6 +8,12 @@ segments, symlinks resolved): a client cannot point the server at files outside
 (register, create with a location, ``set-location``, ``write.metadata.path``).
 Files are read and written with the catalog's FileIO properties and the secrets
 its credentials name (``TableFiles``). Deleting files is ``purge.py``'s.
+
+pyiceberg picks a FileIO by scheme and imports it on first use: for ``file://`` and
+``s3://`` its pyarrow one, whose import (pyarrow and its dataset and compute modules)
+takes about a second, several on a busy machine. Imported here, it loads with the node
+(and is frozen with the rest of startup, ``api/heap.py``) instead of stalling the first
+create or commit that writes a metadata file.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from urllib.parse import quote
 
+import pyiceberg.io.pyarrow  # noqa: F401 - imported with the node, not by its first write
 from pyiceberg.exceptions import ValidationError as IcebergValidationError
 from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.serializers import FromInputFile
