@@ -42,6 +42,7 @@ from metastore.config_rules import (
     check_url,
     is_loopback,
     parse_clients,
+    parse_namespace_separator,
     parse_principal_ids,
     parse_string_map,
 )
@@ -122,6 +123,9 @@ class ServerConfig:
     lease_seconds: float = 60.0  # snowflake node-id lease
     default_tenant: str = "default"
     default_catalog: str = "default"
+    # what the Iceberg API joins namespace levels with besides 0x1F, URL-encoded as
+    # /v1/config advertises it (metastore/api/params.py; the same on every node)
+    iceberg_namespace_separator: str = "%1F"
     log_level: str = "INFO"
     log_format: str = "text"  # text | json (one object per line, with the request's context)
     # --- cluster mode (``kafka`` set): see docs/ARCHITECTURE.md "Cluster mode" ---
@@ -215,6 +219,7 @@ class ServerConfig:
                 check_system_name(name, getattr(self, name))
             except InvalidName as exc:
                 raise ConfigError(name, exc.message) from None
+        self.namespace_separator  # noqa: B018 - refuses anything but one URL-safe character
         if self.index_stripe_bytes < self.index_embedded_bytes:
             raise ConfigError("index_stripe_bytes", "must be >= index_embedded_bytes")
         if self.max_object_bytes < 2 * self.index_stripe_bytes:
@@ -405,6 +410,13 @@ class ServerConfig:
     @property
     def service_admins(self) -> frozenset[str]:
         return parse_principal_ids("auth_admins", self.auth_admins)
+
+    @property
+    def namespace_separator(self) -> str:
+        """The character ``iceberg_namespace_separator`` names (0x1F by default)."""
+        return parse_namespace_separator(
+            "iceberg_namespace_separator", self.iceberg_namespace_separator
+        )
 
     @property
     def oidc(self) -> OidcSettings | None:

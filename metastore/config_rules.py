@@ -13,7 +13,7 @@ import json
 import math
 import re
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from metastore.security.principal import RESERVED_NAMES
 
@@ -170,6 +170,22 @@ def check_publish_events(setting: str, enabled: bool, *, cluster: bool) -> None:
 def check_choice(setting: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise ConfigError(setting, f"must be one of {', '.join(choices)}, got {value!r}")
+
+
+# what the Iceberg API may join namespace levels with besides 0x1F: URL-safe characters
+# (unreserved in RFC 3986, so clients send them as they are); control characters other
+# than 0x1F are refused in names, so they could not separate anything
+NAMESPACE_SEPARATORS = ".-_~"
+
+
+def parse_namespace_separator(setting: str, value: str) -> str:
+    """``%1F`` (the default), or one of ``NAMESPACE_SEPARATORS`` as itself or URL-encoded
+    (``.`` or ``%2E``) -> the character."""
+    char = unquote(value)
+    if char == "\x1f" or (len(char) == 1 and char in NAMESPACE_SEPARATORS):
+        return char
+    allowed = ", ".join(f"%{ord(c):02X} ({c})" for c in NAMESPACE_SEPARATORS)
+    raise ConfigError(setting, f"must be %1F (the default) or one of {allowed}, got {value!r}")
 
 
 def check_pattern(setting: str, value: str, pattern: re.Pattern[str], what: str) -> None:

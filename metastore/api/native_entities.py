@@ -139,7 +139,7 @@ async def list_namespaces(request: web.Request) -> web.Response:
 async def create_namespace(request: web.Request) -> web.Response:
     body = await read_json(request, "create_namespace")
     key = EntityKey.namespace_key(check_namespace(body["namespace"]))
-    change = CreateEntity(key, body.get("properties", {}))
+    change = CreateEntity(params.check_new_namespace(request.app, key), body.get("properties", {}))
     return await _commit_one(request, change, (), "create namespace")
 
 
@@ -310,6 +310,9 @@ async def commit(request: web.Request) -> web.Response:
         raise BadRequest(f"{count} changes and requirements exceed the limit of {limit} per commit")
     requirements = tuple(_requirement(r) for r in body.get("requirements", []))
     changes = tuple(_change(c) for c in body["changes"])
+    for change in changes:
+        if isinstance(change, CreateEntity):
+            params.check_new_namespace(request.app, change.key)
     touched = [c.key for c in changes]
     if len(set(touched)) != len(touched):
         raise BadRequest("a commit may change each entity at most once")

@@ -58,11 +58,14 @@ async def get_config(request: web.Request) -> web.Response:
     tenant, catalog = warehouse_of(request)
     metastore = request.app[METASTORE]
     await metastore.read(metastore.get_ref, tenant, catalog)  # 404 for an unknown warehouse
-    prefix = encode_prefix(tenant, catalog, request.app[CONFIG].default_tenant)
+    config = request.app[CONFIG]
+    overrides = {"prefix": encode_prefix(tenant, catalog, config.default_tenant)}
+    if (separator := config.namespace_separator) != params.NAMESPACE_SEPARATOR:
+        overrides["namespace-separator"] = f"%{ord(separator):02X}"  # URL-encoded, as specified
     return json_response(
         {
             "defaults": {},
-            "overrides": {"prefix": prefix},
+            "overrides": overrides,
             "endpoints": ENDPOINTS,
             "idempotency-key-lifetime": "PT30M",
         }
@@ -100,7 +103,9 @@ async def list_namespaces(request: web.Request) -> web.Response:
 async def create_namespace(request: web.Request) -> web.Response:
     call = await Call.of(request)
     body = await read_json(request, "iceberg_create_namespace")
-    key = EntityKey.namespace_key(check_namespace(body["namespace"]))
+    key = params.check_new_namespace(
+        request.app, EntityKey.namespace_key(check_namespace(body["namespace"]))
+    )
     result = {"namespace": list(key.path), "properties": body.get("properties", {})}
     changes = (CreateEntity(key, body.get("properties", {})), *call.idempotency.record(200, result))
     await call.metastore.change(

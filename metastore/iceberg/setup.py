@@ -7,7 +7,8 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from metastore.api.typedefs import ICEBERG, METASTORE, STORAGE
+from metastore.api.params import ICEBERG_SEPARATOR
+from metastore.api.typedefs import CONFIG, ICEBERG, METASTORE, STORAGE
 from metastore.codec import default_codec
 from metastore.iceberg import (
     catalog_routes,
@@ -32,6 +33,8 @@ ROUTES = (
 
 
 async def iceberg_ctx(app: web.Application) -> AsyncIterator[None]:
-    """Tables and views over the metastore, their files in each catalog's storage."""
+    """Tables and views over the metastore, their files in each catalog's storage; the
+    namespace separator the Iceberg API's paths use (``metastore.api.params``)."""
+    app[ICEBERG_SEPARATOR] = app[CONFIG].namespace_separator
     app[ICEBERG] = Iceberg.build(app[METASTORE], app[STORAGE], default_codec())
     yield
