@@ -17,8 +17,8 @@ from aiohttp.typedefs import Middleware
 from metastore.api import contexts
 from metastore.api.identity import identity_ctx
 from metastore.api.middlewares import authenticate, authorize, errors, read_body, tenancy
-from metastore.api.observe import observe
 from metastore.api.native_events import setup_feed
+from metastore.api.observe import observe
 from metastore.api.peers import authenticate_peers, peers_from_config
 from metastore.api.routes import setup_routes
 from metastore.api.routing import route_writes
