@@ -15,9 +15,6 @@ of their tests or assertions; it
   node's own ``file://`` warehouse;
 - names the node as the catalog their ``rest_test_catalog`` fixture loads
   (``PYICEBERG_TEST_CATALOG`` and PyIceberg's environment configuration);
-- joins namespace levels with ``.`` (``%2E``) on the node's Iceberg API, as their
-  REST fixture does (``METASTORE_ICEBERG_NAMESPACE_SEPARATOR``; their tests assert
-  the client picked it up from ``/v1/config``);
 - creates the namespace ``default`` their provisioning creates;
 - skips, with the reason, every test that uses Spark, Hive or Ray (by the fixtures
   it requests) or reads a table their Spark script provisions (the table names are
@@ -47,7 +44,6 @@ THEIR_S3 = "http://localhost:9000"
 BUCKET = "warehouse"
 # No fsync: what is under test is the API, and their suite commits a few thousand times.
 NODE_ARGS = ("--no-fsync",)
-SEPARATOR = "%2E"  # namespace levels joined with ".", as their REST fixture advertises
 CREDENTIALS = "PYICEBERG_IT"  # METASTORE_STORAGE_CREDENTIALS_<this>: the S3 keys, for the node
 TENANT_CATALOG = "/api/v1/tenants/default/catalogs/default"
 # Their markers (their pytest configuration is not used).
@@ -168,7 +164,6 @@ def _deploy(warehouse: str) -> Deployment:
         s3.make_bucket(BUCKET)
         env = {
             f"METASTORE_STORAGE_CREDENTIALS_{CREDENTIALS}": json.dumps(KEYS.io_properties()),
-            "METASTORE_ICEBERG_NAMESPACE_SEPARATOR": SEPARATOR,
         }
         node = NodeProcess(
             root / "data", extra_args=NODE_ARGS, log_path=root / "node.log", env=env
