@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from bench import summary as bench_summary
 from bench.load import Failures
 from bench.report import command_line, machine, print_outcome, save_report
 from bench.scenarios import aiohttp_ceiling, big_namespace, embedded_writes
@@ -151,6 +152,9 @@ def run(args: argparse.Namespace) -> int:
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     save_report(OUT_PATH, REPO_ROOT, report)
+    bench_summary.contribute(
+        "embedded", aiohttp_ceiling.summary_rows(ceiling, throughput), quick=args.quick
+    )
     return 0 if ok else 1
 
 

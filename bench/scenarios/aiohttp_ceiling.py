@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -18,6 +19,7 @@ from pathlib import Path
 from bench.load import Client, Failures, Latency, Progress, closed_loop, new_session
 from bench.report import ms, pct, ratio, table
 from bench.scenarios.embedded_writes import ThroughputResult
+from bench.summary import Figure, Row, at_least, at_most
 from harness.node import NodeProcess, stop_checked
 from harness.process import cpu_seconds
 
@@ -102,7 +104,7 @@ def section(ceiling: ThroughputResult | None, nodes: Sequence[ThroughputResult])
             ms(r.latency.p50),
             ms(r.latency.p99),
             pct(r.node_cpu),
-            ms(r.node_cpu / r.commits_per_s * 1000) if r.commits_per_s else "-",
+            ms(_cpu_ms(r)),
         ]
         for r in (ceiling, *nodes)
     ]
@@ -117,3 +119,56 @@ def section(ceiling: ThroughputResult | None, nodes: Sequence[ThroughputResult])
         "answer, the figure that holds on a busy machine)",
         table(headers, rows),
     ]
+
+
+def summary_rows(ceiling: ThroughputResult | None, nodes: Sequence[ThroughputResult]) -> list[Row]:
+    """The summary's rows: the ceiling itself, each write scenario's rate against it
+    (with fsync on, the target: at least a third), its p99 (at most 50 ms) and the
+    server's CPU per answer against the bare app's (reported: on a busy machine the
+    rates follow the scheduler, this does not)."""
+    if ceiling is None:
+        return []
+    rows = [
+        Row(
+            "embedded",
+            "bare-aiohttp ceiling req/s",
+            Figure("bare aiohttp", ceiling.commits_per_s, "/s"),
+        )
+    ]
+    base_rate = Figure("bare aiohttp", ceiling.commits_per_s, "/s")
+    base_cpu = Figure("bare aiohttp", _cpu_ms(ceiling), "ms")
+    for r in nodes:
+        mode = "fsync" if r.fsync else "no fsync"
+        rate = Figure("node", r.commits_per_s, "/s")
+        rows.append(
+            Row(
+                "embedded",
+                f"{r.scenario} ({mode}) commits/s vs ceiling",
+                rate,
+                base_rate,
+                at_least(1 / 3) if r.fsync else None,
+            )
+        )
+        if r.fsync:
+            rows.append(
+                Row(
+                    "embedded",
+                    f"{r.scenario} ({mode}) p99",
+                    Figure("node", r.latency.p99, "ms"),
+                    None,
+                    at_most(50),
+                )
+            )
+        rows.append(
+            Row(
+                "embedded",
+                f"{r.scenario} ({mode}) server cpu per answer",
+                Figure("node", _cpu_ms(r), "ms"),
+                base_cpu,
+            )
+        )
+    return rows
+
+
+def _cpu_ms(r: ThroughputResult) -> float:
+    return r.node_cpu / r.commits_per_s * 1000 if r.commits_per_s else math.nan
