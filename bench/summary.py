@@ -67,7 +67,7 @@ class Target:
         return ratio >= self.value if self.op == ">=" else ratio <= self.value
 
     def text(self) -> str:
-        return f"{'≥' if self.op == '>=' else '≤'} {self.value:g}"
+        return f"{'≥' if self.op == '>=' else '≤'} {self.value:.3g}"
 
 
 def at_least(value: float) -> Target:
