@@ -39,6 +39,7 @@ def is_open(path: str) -> bool:
     APIs with its user's token)."""
     return path in OPEN_PATHS or path.startswith(CONSOLE_ASSETS)
 
+
 _HTTP_TYPES = {
     400: "BadRequestException",
     401: "NotAuthorizedException",

@@ -163,6 +163,9 @@ async def _stream(
         }
     )
     await response.prepare(request)
+    # a first comment sends the headers now: a client knows it is connected before
+    # the first event or heartbeat (aiohttp holds the headers until the first write)
+    await response.write(b": connected\n\n")
     closing = request.app[FEED_CLOSING]
     metastore = request.app[METASTORE]
     loop = asyncio.get_running_loop()
