@@ -51,3 +51,13 @@ def s3_iam_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Proces
     log = Path(tmp_path_factory.mktemp("s3-iam")) / "moto.log"
     with S3Process(iam=True, log_path=log) as server:
         yield server
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``-n 2 --dist loadgroup``, as ``make test`` runs), keep each
+    module's tests on one worker (they share the module's node) and every data-pipeline
+    test on one worker (they share one Spark session: one JVM, not one per worker)."""
+    for item in items:
+        path = str(item.path).replace("\\", "/")
+        group = "spark" if "/tests/pipeline/" in path else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))

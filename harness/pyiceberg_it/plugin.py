@@ -16,6 +16,11 @@ of their tests or assertions; it
 - names the node as the catalog their ``rest_test_catalog`` fixture loads
   (``PYICEBERG_TEST_CATALOG`` and PyIceberg's environment configuration);
 - creates the namespace ``default`` their provisioning creates;
+- sends the catalogs of a test that says its catalog is configured with ``.`` as the
+  namespace separator (it asserts ``_namespace_separator == "."``) to a second node
+  started with that setting (``METASTORE_ICEBERG_NAMESPACE_SEPARATOR``), the one
+  configuration their REST fixture uses for every test: with it a namespace level
+  cannot hold a dot, which their other tests create with the default separator;
 - skips, with the reason, every test that uses Spark, Hive or Ray (by the fixtures
   it requests) or reads a table their Spark script provisions (the table names are
   read from that script, ``dev/provision.py``).
@@ -75,6 +80,11 @@ _SAYS: dict[str, list[tuple[str, str]]] = {
 }
 
 
+# What a test says that makes it need the node with "." as its namespace separator.
+DOTTED_SAYS = '_namespace_separator == "."'
+DOTTED_ENV = {"METASTORE_ICEBERG_NAMESPACE_SEPARATOR": "."}
+
+
 @dataclass
 class Deployment:
     """What the adapter started for the session, stopped at its end."""
@@ -82,20 +92,37 @@ class Deployment:
     root: Path
     node: NodeProcess
     s3: S3Process
+    warehouse: str = "file"
+    dotted: NodeProcess | None = None  # started for the first test that needs it
+    target: str = ""  # the node the catalogs built now talk to (the main one if empty)
+
+    def dotted_node(self) -> NodeProcess:
+        if self.dotted is None:
+            self.dotted = _start_node(self.root / "dotted", DOTTED_ENV)
+            _prepare(self.dotted, self)
+        return self.dotted
 
     def close(self) -> list[str]:
-        """Stop both; the problems found in the node's log (a traceback, a bad exit)."""
+        """Stop them all; the problems found in the nodes' logs (a traceback, a bad exit)."""
         problems: list[str] = []
         try:
-            code = self.node.stop() if self.node.proc is not None else 0
+            for node in (self.node, self.dotted):
+                if node is not None:
+                    problems += _stop(node)
         finally:
             self.s3.kill()
-        if code != 0:
-            problems.append(f"the node stopped with exit code {code}")
-        log = self.node.log_path.read_text(errors="replace")
-        if "Traceback" in log:
-            problems.append(f"the node logged an unhandled error:\n{self.node.log_tail(80)}")
         return problems
+
+
+def _stop(node: NodeProcess) -> list[str]:
+    problems: list[str] = []
+    code = node.stop() if node.proc is not None else 0
+    if code != 0:
+        problems.append(f"the node {node.url} stopped with exit code {code}")
+    log = node.log_path.read_text(errors="replace")
+    if "Traceback" in log:
+        problems.append(f"the node {node.url} logged an unhandled error:\n{node.log_tail(80)}")
+    return problems
 
 
 _DEPLOYMENT = pytest.StashKey[Deployment]()
@@ -148,6 +175,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         shutil.rmtree(deployment.root, ignore_errors=True)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before the test's fixtures are built: which node its catalogs talk to."""
+    deployment = item.config.stash.get(_DEPLOYMENT, None)
+    if deployment is None:
+        return
+    dotted = any(DOTTED_SAYS in text for text in _texts(item))
+    deployment.target = deployment.dotted_node().url if dotted else ""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     provisioned = provisioned_patterns(config.rootpath / "dev" / "provision.py")
     says = _SAYS["any"] + _SAYS[config.getoption("--metastore-warehouse")]
@@ -162,39 +199,47 @@ def _deploy(warehouse: str) -> Deployment:
     s3 = S3Process(log_path=root / "moto.log").start()
     try:
         s3.make_bucket(BUCKET)
-        env = {
-            f"METASTORE_STORAGE_CREDENTIALS_{CREDENTIALS}": json.dumps(KEYS.io_properties()),
-        }
-        node = NodeProcess(
-            root / "data", extra_args=NODE_ARGS, log_path=root / "node.log", env=env
-        ).start()
+        node = _start_node(root, {})
     except BaseException:
         s3.kill()
         raise
-    deployment = Deployment(root, node, s3)
+    deployment = Deployment(root, node, s3, warehouse)
     try:
-        if warehouse == "s3":
-            _s3_storage(deployment)
-        reply = requests.post(
-            f"{node.url}{TENANT_CATALOG}/namespaces", json={"namespace": ["default"]}, timeout=30
-        )
-        assert reply.status_code == 201, reply.text
+        _prepare(node, deployment)
     except BaseException:
         deployment.close()
         raise
     return deployment
 
 
-def _s3_storage(deployment: Deployment) -> None:
+def _start_node(root: Path, env: dict[str, str]) -> NodeProcess:
+    keys = {f"METASTORE_STORAGE_CREDENTIALS_{CREDENTIALS}": json.dumps(KEYS.io_properties())}
+    root.mkdir(parents=True, exist_ok=True)
+    return NodeProcess(
+        root / "data", extra_args=NODE_ARGS, log_path=root / "node.log", env=keys | env
+    ).start()
+
+
+def _prepare(node: NodeProcess, deployment: Deployment) -> None:
+    """The warehouse of the run and the namespace their provisioning creates."""
+    if deployment.warehouse == "s3":
+        _s3_storage(node, deployment.s3)
+    reply = requests.post(
+        f"{node.url}{TENANT_CATALOG}/namespaces", json={"namespace": ["default"]}, timeout=30
+    )
+    assert reply.status_code == 201, reply.text
+
+
+def _s3_storage(node: NodeProcess, s3: S3Process) -> None:
     """The default catalog's tables go to ``s3://warehouse`` (keys passed by reference)."""
     storage: dict[str, Any] = {
         "type": "s3",
         "root": f"s3://{BUCKET}",
-        "io-properties": deployment.s3.io_properties(),
+        "io-properties": s3.io_properties(),
         "credentials": {"env": f"METASTORE_STORAGE_CREDENTIALS_{CREDENTIALS}"},
     }
     reply = requests.post(
-        f"{deployment.node.url}{TENANT_CATALOG}/storage", json={"storage": storage}, timeout=30
+        f"{node.url}{TENANT_CATALOG}/storage", json={"storage": storage}, timeout=30
     )
     assert reply.status_code == 200, reply.text
 
@@ -204,9 +249,10 @@ def _redirect(patch: pytest.MonkeyPatch, deployment: Deployment) -> None:
     from pyiceberg.catalog.rest import RestCatalog
 
     original = RestCatalog.__init__
-    replacements = {THEIR_CATALOG: deployment.node.url, THEIR_S3: deployment.s3.endpoint}
 
     def init(self: RestCatalog, name: str, **properties: Any) -> None:
+        node = deployment.target or deployment.node.url
+        replacements = {THEIR_CATALOG: node, THEIR_S3: deployment.s3.endpoint}
         for key, value in properties.items():
             if isinstance(value, str) and value.rstrip("/") in replacements:
                 properties[key] = replacements[value.rstrip("/")]
