@@ -63,21 +63,11 @@ def test_wheel_ships_schemas_and_imports_from_outside_the_repo(tmp_path: Path, w
     assert topics_spec.is_file()
     assert topics_spec.read_bytes() == (REPO / "topics" / "metastore.json").read_bytes()
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    env["PYTHONPATH"] = str(unpacked)
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import metastore, metastore.codec as c; print(metastore.__file__);"
-            " print(c.default_codec().names())",
-        ],
-        cwd=elsewhere,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    run = _outside(
+        unpacked,
+        elsewhere,
+        "import metastore, metastore.codec as c; print(metastore.__file__);"
+        " print(c.default_codec().names())",
     )
     assert run.returncode == 0, run.stderr
     module_file, names = run.stdout.splitlines()
@@ -88,20 +78,12 @@ def test_wheel_ships_schemas_and_imports_from_outside_the_repo(tmp_path: Path, w
     assert {"commit", "entity", "index", "node_lease", "ref"} <= set(expected)
     assert names == repr(expected)
 
-    topics = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from metastore.resources import topics_dir;"
-            " from metastore.cluster.topics import load_specs;"
-            " print(topics_dir()); print([s.role for s in load_specs()])",
-        ],
-        cwd=elsewhere,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    topics = _outside(
+        unpacked,
+        elsewhere,
+        "from metastore.resources import topics_dir;"
+        " from metastore.cluster.topics import load_specs;"
+        " print(topics_dir()); print([s.role for s in load_specs()])",
     )
     assert topics.returncode == 0, topics.stderr
     topics_path, roles = topics.stdout.splitlines()
@@ -147,20 +129,23 @@ def test_wheel_ships_the_web_console(tmp_path: Path, wheel: Path) -> None:
     for name in ("index.html", "app.js", "app.css", "favicon.svg"):
         shipped = unpacked / "metastore" / "console" / "static" / name
         assert shipped.read_bytes() == (static / name).read_bytes(), name
+    run = _outside(
+        unpacked, elsewhere, "from metastore.console.routes import ASSETS; print(sorted(ASSETS))"
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == repr(["app.css", "app.js", "favicon.svg", "index.html"])
+
+
+def _outside(unpacked: Path, cwd: Path, code: str) -> subprocess.CompletedProcess[str]:
+    """``python -c code`` with only the unpacked wheel on the path, run outside the repo."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env["PYTHONPATH"] = str(unpacked)
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from metastore.console.routes import ASSETS; print(sorted(ASSETS))",
-        ],
-        cwd=elsewhere,
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.strip() == repr(["app.css", "app.js", "favicon.svg", "index.html"])
