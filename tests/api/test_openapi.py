@@ -141,9 +141,9 @@ def test_request_bodies_are_the_schemas_the_server_validates_with(
     for name in (p.stem for p in (schemas_dir() / "api").glob("*.json")):
         assert components[name] == component_schemas()[name]
         original = validator(name).schema
-        assert components[name].get("properties", {}).keys() == original.get(
-            "properties", {}
-        ).keys(), name
+        assert (
+            components[name].get("properties", {}).keys() == original.get("properties", {}).keys()
+        ), name
     # and every reference inside resolves within the document
     text = json.dumps(components)
     for ref in {part.split('"')[0] for part in text.split('"$ref": "')[1:]}:
