@@ -12,6 +12,7 @@ from metastore.api.typedefs import CONFIG, METASTORE
 from metastore.api.validation import read_json
 from metastore.changes import CreateEntity, DeleteEntity, UpdateEntity
 from metastore.errors import BadRequest, CommitConflict
+from metastore.iceberg import listing
 from metastore.iceberg.context import PREFIX, Call, idempotent, json_response, warehouse_of
 from metastore.iceberg.prefixes import encode_prefix
 from metastore.iceberg.tables import REBASES
@@ -82,13 +83,20 @@ def _ns_key(request: web.Request) -> EntityKey:
 @routes.get(NAMESPACES)
 async def list_namespaces(request: web.Request) -> web.Response:
     call = await Call.of(request)
-    token, size = params.page(request)
     shown = visible(request)  # what the caller may see (metastore.api.access)
+    parent = params.parent(request)
+    if not listing.pages(request):  # no pageToken: every namespace in one response
+        found = await call.metastore.read(
+            listing.everything, call.metastore, call.tenant, call.catalog, parent,
+            Kind.NAMESPACE, shown.shows,
+        )  # fmt: skip
+        return json_response({"namespaces": [list(e.path) for e in found], "next-page-token": None})
+    token, size = params.page(request)
     page = await call.metastore.read(
         call.metastore.list_entities,
         call.tenant,
         call.catalog,
-        params.parent(request),
+        parent,
         Kind.NAMESPACE,
         token,
         size,

@@ -20,6 +20,7 @@ from metastore.api.authz import visible
 from metastore.api.validation import read_json
 from metastore.changes import RenameEntity
 from metastore.errors import BadRequest, NotFound
+from metastore.iceberg import listing
 from metastore.iceberg.context import (
     PREFIX,
     Call,
@@ -37,6 +38,7 @@ from metastore.iceberg.metadata_json import metadata_text
 from metastore.iceberg.table_config import add_signing
 from metastore.iceberg.tables import TEXT, TableChange, table_key
 from metastore.keys import EntityKey, Kind
+from metastore.model import Entity
 from metastore.names import check_name
 
 routes = web.RouteTableDef()
@@ -64,22 +66,35 @@ class TransactionBody(IcebergBaseModel):
 
 
 async def list_identifiers(request: web.Request, kind: Kind) -> web.Response:
-    """One page of the tables or views directly in a namespace, as Iceberg identifiers."""
+    """The tables or views directly in a namespace, as Iceberg identifiers: one page when
+    the client pages, else all of them (``metastore.iceberg.listing``)."""
     call = await Call.of(request)
-    token, size = params.page(request)
     shown = visible(request)  # what the caller may see (metastore.api.access)
+    namespace = params.namespace(request)
+    if not listing.pages(request):
+        found = await call.metastore.read(
+            listing.everything, call.metastore, call.tenant, call.catalog, namespace, kind,
+            shown.shows,
+        )  # fmt: skip
+        return json_response({"identifiers": _identifiers(found), "next-page-token": None})
+    token, size = params.page(request)
     page = await call.metastore.read(
         call.metastore.list_entities,
         call.tenant,
         call.catalog,
-        params.namespace(request),
+        namespace,
         kind,
         token,
         size,
         shows=shown.shows,
     )
-    identifiers = [{"namespace": list(e.path[:-1]), "name": e.path[-1]} for e in page.items]
-    return json_response({"identifiers": identifiers, "next-page-token": page.next_token})
+    return json_response(
+        {"identifiers": _identifiers(page.items), "next-page-token": page.next_token}
+    )
+
+
+def _identifiers(entities: list[Entity]) -> list[dict[str, Any]]:
+    return [{"namespace": list(e.path[:-1]), "name": e.path[-1]} for e in entities]
 
 
 @routes.get(TABLES)

@@ -20,6 +20,8 @@ from pyiceberg.types import LongType
 from .conftest import Server
 from .support import BY_REGION, SCHEMA, Http, assert_error, rows
 
+SCHEMA_JSON = json.loads(SCHEMA.model_dump_json())
+
 
 def _path(uri: str) -> Path:
     return Path(urlparse(uri).path)
@@ -143,6 +145,28 @@ def test_listing_over_several_pages(iceberg_server: Server, catalog_name: str) -
     http = Http(iceberg_server.url, catalog_name)
     first = http.call("GET", "/namespaces/ns0/tables", params={"pageSize": 3}).json()
     assert len(first["identifiers"]) == 3 and first["next-page-token"]
+
+
+def test_a_listing_without_a_page_token_holds_every_item(
+    iceberg_server: Server, catalog_name: str
+) -> None:
+    """Without ``pageToken`` (nor ``pageSize``) a server that pages must answer everything
+    at once, past its default page of 100; with either, one page and a token."""
+    http = Http(iceberg_server.url, catalog_name)
+    names = [f"n{i:03}" for i in range(130)]
+    for name in names:
+        assert http.call("POST", "/namespaces", json={"namespace": [name]}).status_code == 200
+    for i in range(105):
+        body = {"name": f"t{i:03}", "schema": SCHEMA_JSON}
+        assert http.call("POST", "/namespaces/n000/tables", json=body).status_code == 200
+    everything = http.call("GET", "/namespaces").json()
+    assert [n[0] for n in everything["namespaces"]] == names
+    assert everything["next-page-token"] is None
+    tables = http.call("GET", "/namespaces/n000/tables").json()
+    assert len(tables["identifiers"]) == 105 and tables["next-page-token"] is None
+    for paged in ({"pageToken": ""}, {"pageSize": "100"}):
+        page = http.call("GET", "/namespaces", params=paged).json()
+        assert len(page["namespaces"]) == 100 and page["next-page-token"], paged
 
 
 def test_drop_with_and_without_purge(catalog: RestCatalog) -> None:
