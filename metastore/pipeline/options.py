@@ -28,7 +28,10 @@ DEFAULT_TENANT = "default"
 DEFAULT_MASTER = "local[*]"
 
 
-def add_common(parser: argparse.ArgumentParser, env: Mapping[str, str] = os.environ) -> None:
+def add_common(parser: argparse.ArgumentParser, env: Mapping[str, str] | None = None) -> None:
+    """The options every job shares; defaults from ``env`` (the environment as it is
+    when the parser is built, not when this module was imported)."""
+    env = os.environ if env is None else env
     source = parser.add_argument_group("source (exactly one)")
     source.add_argument("--url", metavar="URL", help="a running node (embedded or cluster)")
     source.add_argument(
