@@ -187,14 +187,7 @@ def _validate_config(where: str, config: Mapping[str, str]) -> None:
     for key in ("retention.ms", "retention.bytes"):
         if key in config and config[key] != "-1":
             raise ValueError(f'{where}: {key} must be "-1" (no finite retention of a table)')
-    if config.get("unclean.leader.election.enable", "false") != "false":
-        raise ValueError(f"{where}: unclean.leader.election.enable loses acknowledged writes")
-    for key in _DERIVED:
-        if key in config:
-            raise ValueError(f"{where}: {key} is derived from the replication factor")
-    size = config.get("max.message.bytes")
-    if size is None or not size.isdigit() or int(size) < MIN_MESSAGE_BYTES:
-        raise ValueError(f"{where}: max.message.bytes must be at least {MIN_MESSAGE_BYTES}")
+    _check_durable(config, where, "writes")
 
 
 def load_event_spec(path: Path | None = None) -> TopicSpec:
@@ -233,8 +226,15 @@ def _validate_event_config(where: str, config: Mapping[str, str]) -> None:
     retention = config.get("retention.ms", "")
     if not (retention == "-1" or (retention.isdigit() and int(retention) > 0)):
         raise ValueError(f'{where}: retention.ms must be a positive number of ms or "-1"')
+    _check_durable(config, where, "events")
+
+
+def _check_durable(config: Mapping[str, str], where: str, lost: str) -> None:
+    """What every topic spec must hold whatever its policy: no unclean leader election
+    (it loses acknowledged ``lost``), no setting the replication factor derives, and
+    messages large enough for the biggest record."""
     if config.get("unclean.leader.election.enable", "false") != "false":
-        raise ValueError(f"{where}: unclean.leader.election.enable loses acknowledged events")
+        raise ValueError(f"{where}: unclean.leader.election.enable loses acknowledged {lost}")
     for key in _DERIVED:
         if key in config:
             raise ValueError(f"{where}: {key} is derived from the replication factor")
