@@ -60,7 +60,16 @@ from metastore.errors import (
 from metastore.ids import SnowflakeGenerator
 from metastore.index import IndexLimits, IndexUpdate
 from metastore.index_codec import RecentEncodings
-from metastore.keys import EntityKey, Kind, ObjKey, RefKey, children_prefix, kind_prefix
+from metastore.keys import (
+    MAIN_REF,
+    SYSTEM_CATALOG,
+    EntityKey,
+    Kind,
+    ObjKey,
+    RefKey,
+    children_prefix,
+    kind_prefix,
+)
 from metastore.model import Commit, CommitChange, Entity, stripe_encode
 from metastore.objtypes import COMMIT, ENTITY, INDEX
 from metastore.persistence.base import (
@@ -429,8 +438,11 @@ class Committer:
         rng: random.Random | None = None,
         entity_limits: EntityLimits | None = None,
         write_time: Callable[[float], None] | None = None,
+        require_tenant: bool = False,
     ) -> None:
         self._persistence = persistence
+        # a catalog's commits need its tenant: checked once per batch, in the batch's thread
+        self._require_tenant = require_tenant
         self._write_time = write_time  # seconds of each durable write that succeeded
         self._objects = objects
         self._clock = clock
@@ -449,6 +461,10 @@ class Committer:
     def commit_batch(
         self, ref_key: RefKey, requests: Sequence[CommitRequest]
     ) -> list[CommitOutcome | MetastoreError]:
+        if self._require_tenant and ref_key.catalog != SYSTEM_CATALOG:
+            tenant = RefKey(ref_key.tenant, SYSTEM_CATALOG, MAIN_REF)
+            if self._persistence.get_ref(tenant) is None:
+                return [NoSuchTenant(f"tenant does not exist: {ref_key.tenant}")] * len(requests)
         base = self._objects(ref_key.tenant, ref_key.catalog)
         attempts = self._limits.cas_retry.start(sleep=self._sleep, rng=self._rng)
         while True:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
@@ -149,20 +150,57 @@ Objects = Callable[[str, str], CatalogObjects]  # (tenant, catalog) -> its objec
 
 class TenantQuotas:
     """Each tenant's quota as this node reads it, re-read when the tenant's record moves
-    (one ref read per call; thread-safe: the commit engine asks from its threads)."""
+    (one ref read per call; thread-safe: the commit engine asks from its threads).
+
+    ``fresh`` answers from memory what ``of`` read less than ``FRESH_S`` ago: the
+    request-rate check runs on every request, on the event loop, and a store read
+    there would cost a thread hand-off each time. A commit of this node to a tenant's
+    own records ``forget``s its entry, so a changed quota applies here at once; one
+    changed through another node applies here within ``FRESH_S``.
+    """
+
+    FRESH_S = 1.0
 
     def __init__(
-        self, persistence: Persistence, objects: Objects, defaults: Quota, max_tenants: int = 10_000
+        self,
+        persistence: Persistence,
+        objects: Objects,
+        defaults: Quota,
+        max_tenants: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._persistence = persistence
         self._objects = objects
         self.defaults = defaults
         self._max = max_tenants
+        self._clock = clock
         self._known: OrderedDict[str, tuple[int, Quota]] = OrderedDict()
+        self._read_at: dict[str, tuple[float, Quota | None]] = {}
         self._lock = threading.Lock()
+
+    def fresh(self, tenant: str) -> tuple[bool, Quota | None]:
+        """``(True, quota)`` when ``of`` read the tenant's quota (None: no such tenant)
+        less than ``FRESH_S`` ago, else ``(False, None)``; never touches the store."""
+        found = self._read_at.get(tenant)
+        if found is not None and self._clock() - found[0] < self.FRESH_S:
+            return True, found[1]
+        return False, None
+
+    def forget(self, tenant: str) -> None:
+        """The tenant's records changed: its next ``fresh`` misses."""
+        self._read_at.pop(tenant, None)
 
     def of(self, tenant: str) -> Quota | None:
         """The tenant's quota; None if there is no such tenant."""
+        read_at = self._clock()
+        quota = self._read(tenant)
+        with self._lock:
+            if tenant not in self._read_at and len(self._read_at) >= self._max:
+                self._read_at.pop(next(iter(self._read_at)))
+            self._read_at[tenant] = (read_at, quota)
+        return quota
+
+    def _read(self, tenant: str) -> Quota | None:
         ref = self._persistence.get_ref(tenant_ref(tenant))
         if ref is None:
             return None

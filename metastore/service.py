@@ -99,6 +99,8 @@ class Metastore:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.tasks = Tasks(persistence, codec, self.clock)  # batch jobs' leases (blocking)
         self.sweeps = SweepCounts()
+        # told the tenant after each commit of this node to a tenant's own records
+        self.tenant_changed: list[Callable[[str], None]] = []
 
     @property
     def codec(self) -> Codec:
@@ -259,9 +261,13 @@ class Metastore:
     async def commit(self, tenant: str, catalog: str, request: CommitRequest) -> CommitOutcome:
         if not self.writable:
             raise ServiceUnavailable("this node cannot write (its node id lease was lost)")
-        if catalog != SYSTEM_CATALOG:
-            await self.read(self.check_tenant, tenant)
-        outcome = await self._lanes.submit(catalog_ref(tenant, catalog), request)
+        # the tenant is checked in the batch's thread (``Committer``): no hand-off here
+        try:
+            outcome = await self._lanes.submit(catalog_ref(tenant, catalog), request)
+        finally:
+            if catalog == SYSTEM_CATALOG:  # the tenant's own records (even if unknown)
+                for changed in self.tenant_changed:
+                    changed(tenant)
         if self._consistency is not None:
             WRITTEN.set(self._consistency(tenant, catalog))
         return outcome

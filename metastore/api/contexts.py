@@ -134,11 +134,12 @@ async def persistence_ctx(app: web.Application) -> AsyncIterator[None]:
 async def commit_threads_ctx(app: web.Application) -> AsyncIterator[None]:
     """The threads durable writes and the lease run in.
 
-    A commit batch holds its thread for a whole durable write: an fsync (embedded),
-    or a Kafka transaction plus the owner's read-back (cluster), so every catalog
-    committing at once needs its own thread there.
+    A commit batch holds its thread for a whole durable write: a group sync of the
+    WAL (embedded; the batches waiting on one sync share it, so more threads mean
+    fuller syncs), or a Kafka transaction plus the owner's read-back (cluster), so
+    every catalog committing at once needs its own thread there.
     """
-    threads = 64 if app[CONFIG].cluster_mode else 4
+    threads = 64 if app[CONFIG].cluster_mode else 16
     executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="commit")
     app[COMMIT_THREADS] = executor
     try:
@@ -208,11 +209,13 @@ async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
         limits,
         entity_limits=TenantEntityLimits(persistence, objects, quotas),
         write_time=app[METRICS].commits.durable_write.observe,
+        require_tenant=True,
     )
     lanes = CommitLanes(committer, app[COMMIT_THREADS], metrics=app[METRICS].commits)
     metastore = Metastore(persistence, codec, cache, lanes, consistency=_consistency(app))
     app[METASTORE] = metastore
     app[QUOTAS] = quotas
+    metastore.tenant_changed.append(quotas.forget)
     app[STORAGE] = CatalogStorage(metastore, NodeStorage.of(config))
     app[STATS] = lambda: engine_stats(app, lanes, committer, cache)
     try:

@@ -107,14 +107,18 @@ def check_caller_token(request: web.Request, principal: Principal) -> None:
 async def charge(request: web.Request, principal: Principal) -> None:
     """One token of the tenant's request bucket on this node, once per request (a
     forwarded request spent it where it arrived); 429 past the tenant's rate. The
-    quota is read from the store (the tenant's ref at least): a thread."""
+    quota is one read within the last second (``TenantQuotas.fresh``), else it is read
+    from the store (the tenant's ref at least): a thread."""
     if request.get(PEER) is not None or request.get(CHARGED):
         return
     request[CHARGED] = True
     config = request.app[CONFIG]
     tenant = principal.tenant if config.auth_enabled else named_tenant(request)
     tenant = tenant or config.default_tenant
-    quota = await request.app[METASTORE].read(request.app[QUOTAS].of, tenant)
+    quotas = request.app[QUOTAS]
+    known, quota = quotas.fresh(tenant)
+    if not known:
+        quota = await request.app[METASTORE].read(quotas.of, tenant)
     if quota is not None and quota.requests_per_second > 0:
         wait = request.app[RATES].take(tenant, quota.requests_per_second, quota.capacity)
         if wait:

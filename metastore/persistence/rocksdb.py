@@ -12,6 +12,13 @@ stays on: with ``sync=False`` a write survives the process being killed (the WAL
 is in the OS page cache), only a machine crash can lose it; ``sync=True`` also
 covers that. Scans read in short pages, each with its own iterator, because a
 live rocksdict iterator keeps the database open and would make ``close`` lie.
+
+With ``sync=True`` a commit's batch is written unsynced and then waits for a
+group sync of the WAL (``metastore.persistence.wal_sync``): batches of different
+catalogs share one fsync, and no thread holds the interpreter lock while the disk
+works. Until that sync returns, readers are shown the ref as it was on disk
+before the write (``_hidden``), so nobody reads a HEAD that a machine crash could
+still take back; only the write's own compare-and-swap sees it.
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ from metastore.persistence.rules import (
     deleted_keys,
     new_objects,
 )
+from metastore.persistence.wal_sync import GroupSync
 
 PAGE = 256  # entries per scan page (one short-lived iterator each)
 
@@ -88,8 +96,11 @@ class RocksDB:
 
     def __init__(self, path: str | Path, *, sync: bool) -> None:
         self.path = str(path)
+        self.sync = sync
         self._write_opt = WriteOptions()
         self._write_opt.sync = sync
+        self._unsynced_opt = WriteOptions()
+        self._unsynced_opt.sync = False
         options = Options(raw_mode=True)
         options.create_if_missing(True)
         try:
@@ -145,15 +156,18 @@ class RocksDB:
 
     def write(self, writes: Mapping[bytes, bytes | None]) -> None:
         """Put (or, for None, delete) every key in one WriteBatch: all or nothing."""
-        if not writes:
-            return
-        batch = WriteBatch(raw_mode=True)
-        for key, value in writes.items():
-            if value is None:
-                batch.delete(key)
-            else:
-                batch.put(key, value)
-        self._live().write(batch, self._write_opt)
+        if writes:
+            self._live().write(_batch(writes), self._write_opt)
+
+    def write_unsynced(self, writes: Mapping[bytes, bytes | None]) -> None:
+        """``write`` without waiting for the disk: durable only after ``sync_wal``."""
+        if writes:
+            self._live().write(_batch(writes), self._unsynced_opt)
+
+    def sync_wal(self) -> None:
+        """fsync the WAL: every write made before this call is on disk when it returns
+        (rocksdict releases the interpreter lock meanwhile)."""
+        self._live().flush_wal(True)
 
     @contextmanager
     def snapshot(self) -> Iterator[Snapshot]:
@@ -167,7 +181,9 @@ class RocksDB:
     def checkpoint(self, path: str | Path) -> None:
         """A consistent copy of the whole database in the new directory ``path``, taken
         while writes go on (hard links to the immutable SST files plus the flushed
-        memtable, so it is cheap). Jobs read it opened read-only, never this database."""
+        memtable, so it is cheap). Jobs read it opened read-only, never this database.
+        The WAL is synced first, so the copy holds no batch still waiting for its sync."""
+        self.sync_wal()
         Checkpoint(self._live()).create_checkpoint(str(path))
 
     def close(self) -> None:
@@ -194,6 +210,16 @@ class RocksDB:
             raise StoreFormatError(
                 f"database format {found!r} is not {FORMAT!r}: written by another release"
             )
+
+
+def _batch(writes: Mapping[bytes, bytes | None]) -> WriteBatch:
+    batch = WriteBatch(raw_mode=True)
+    for key, value in writes.items():
+        if value is None:
+            batch.delete(key)
+        else:
+            batch.put(key, value)
+    return batch
 
 
 class Snapshot:
@@ -259,6 +285,48 @@ class RocksDBPersistence(RocksDBReader):
     def __init__(self, path: str | Path, *, sync: bool = True, codec: Codec | None = None) -> None:
         super().__init__(RocksDB(path, sync=sync), codec if codec is not None else default_codec())
         self._lock = threading.Lock()
+        self._group = GroupSync(lambda: self.db.sync_wal()) if sync else None
+        # refs written but not yet synced: raw key -> (the value on disk, the write's ticket;
+        # 0 while RocksDB takes the write). Readers get the value on disk.
+        self._hidden: dict[bytes, tuple[bytes | None, int]] = {}
+
+    @property
+    def syncs(self) -> int:
+        """WAL fsyncs made for commits so far (each covers one or more writes)."""
+        return self._group.syncs if self._group is not None else 0
+
+    def get_ref(self, key: RefKey) -> Ref | None:
+        raw_key = ref_key(key)
+        raw = self.db.get(raw_key)
+        # read after the database: a write hides its ref before RocksDB takes it, so a
+        # value read from a write not yet synced is always replaced here
+        hidden = self._hidden.get(raw_key)
+        if hidden is not None:
+            raw = hidden[0]
+        return None if raw is None else decode_ref(self.codec, key, raw)
+
+    def scan_refs(self, tenant: str | None = None) -> Iterator[Ref]:
+        if self._group is None:
+            yield from super().scan_refs(tenant)
+            return
+        prefix = REF + (b"" if tenant is None else tenant_prefix(tenant))
+        start = prefix
+        while True:
+            page = self.db.page(start, prefix)
+            last = len(page) < PAGE
+            hidden = dict(self._hidden)  # after the page: see ``get_ref``
+            found: dict[bytes, bytes | None] = dict(page)
+            for raw_key, (on_disk, _) in hidden.items():
+                inside = raw_key.startswith(prefix) and raw_key >= start
+                if inside and (last or raw_key <= page[-1][0]):
+                    found[raw_key] = on_disk
+            for raw_key in sorted(found):
+                raw = found[raw_key]
+                if raw is not None:
+                    yield decode_ref(self.codec, RefKey.decode(raw_key[len(REF) :]), raw)
+            if last:
+                return
+            start = page[-1][0] + b"\x00"
 
     def write(
         self,
@@ -268,17 +336,18 @@ class RocksDBPersistence(RocksDBReader):
     ) -> None:
         writes: dict[bytes, bytes | None] = {}
         deleted = deleted_keys(deletes)
+        raw_ref: bytes | None = None
         with self._lock:
             # Validate everything first, the ref before the objects (a stale writer
             # must see "conflict, retry", not a bug); then apply one batch: the
             # deletions first, so an object this write also stores overrides them.
             if ref_update is not None:
-                current = self.get_ref(ref_update.key)
-                check_ref_update(ref_update, None if current is None else current.head)
+                raw_ref = ref_key(ref_update.key)
+                current = self.db.get(raw_ref)  # synced or not: the swap is against it
+                head = None if current is None else decode_ref(self.codec, ref_update.key, current)
+                check_ref_update(ref_update, None if head is None else head.head)
                 new = ref_update.new
-                writes[ref_key(ref_update.key)] = (
-                    None if new is None else encode_ref(self.codec, new)
-                )
+                writes[raw_ref] = None if new is None else encode_ref(self.codec, new)
             raw_keys = [obj.key.encode() for obj in objects]
             raws = self.db.get_many([OBJ + k for k in raw_keys])
             stored = dict(zip(raw_keys, raws, strict=True))
@@ -291,7 +360,39 @@ class RocksDBPersistence(RocksDBReader):
                 writes[OBJ + raw_key] = None
             for raw_key, obj in new_objects(objects, lookup, deleted).items():
                 writes[OBJ + raw_key] = encode_object(obj)
-            self.db.write(writes)
+            if self._group is None:
+                self.db.write(writes)
+                return
+            ticket = self._write_hidden(writes, raw_ref)
+        try:
+            self._group.wait(ticket)
+        finally:
+            if raw_ref is not None:
+                with self._lock:
+                    hidden = self._hidden.get(raw_ref)
+                    if hidden is not None and hidden[1] == ticket:
+                        del self._hidden[raw_ref]  # synced (or failed: outcome unknown)
+
+    def _write_hidden(self, writes: dict[bytes, bytes | None], raw_ref: bytes | None) -> int:
+        """The unsynced write, its ref hidden from readers until the sync (under the lock)."""
+        assert self._group is not None
+        if raw_ref is None:
+            self.db.write_unsynced(writes)
+            return self._group.written()
+        before = self._hidden.get(raw_ref)
+        on_disk = before[0] if before is not None else self.db.get(raw_ref)
+        self._hidden[raw_ref] = (on_disk, 0)
+        try:
+            self.db.write_unsynced(writes)
+        except BaseException:
+            if before is None:
+                del self._hidden[raw_ref]
+            else:
+                self._hidden[raw_ref] = before
+            raise
+        ticket = self._group.written()
+        self._hidden[raw_ref] = (on_disk, ticket)
+        return ticket
 
     def cas_updateable(
         self, key: ObjKey, expected_token: str | None, new: UpdateableObject | None

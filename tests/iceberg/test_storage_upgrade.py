@@ -52,6 +52,7 @@ def engine(data_dir: Path) -> Iterator[tuple[Metastore, CommitLanes]]:
             SnowflakeGenerator(1022, clock),
             clock,
             EngineLimits(),
+            require_tenant=True,
         )
         lanes = CommitLanes(committer, executor)
         holder.append(Metastore(persistence, codec, ObjectCache(), lanes))

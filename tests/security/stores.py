@@ -37,6 +37,7 @@ class OfflineStore:
             SnowflakeGenerator(1023, clock),
             clock,
             EngineLimits(),
+            require_tenant=True,
         )
         self.lanes = CommitLanes(committer, executor)
         self.metastore = Metastore(self.persistence, codec, ObjectCache(), self.lanes)

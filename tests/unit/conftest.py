@@ -175,6 +175,7 @@ async def service(
         SnowflakeGenerator(1, clock),
         clock,
         EngineLimits(index=SMALL_INDEX),
+        require_tenant=True,
     )
     commit_lanes = CommitLanes(committer, executor)
     svc = Metastore(persistence, codec, cache, commit_lanes)

@@ -113,6 +113,7 @@ def _committer(persistence: ReadThreads, metastore: list[Metastore], node_id: in
         SnowflakeGenerator(node_id, clock),
         clock,
         EngineLimits(index=SMALL_INDEX),
+        require_tenant=True,
     )
 
 

@@ -56,6 +56,7 @@ async def service(
         clock,
         EngineLimits(index=SMALL_INDEX),
         entity_limits=TenantEntityLimits(persistence, objects, quotas),
+        require_tenant=True,
     )
     lanes = CommitLanes(committer, executor)
     svc = Metastore(persistence, codec, cache, lanes)
@@ -210,3 +211,69 @@ def test_counts_of_an_empty_catalog() -> None:
     assert Counts(1, 2, 3).added({Kind.VIEW: -3, Kind.SYSTEM: 5}) == Counts(1, 2, 0)
     keys = [EntityKey(Kind.VIEW, DB, "v"), EntityKey(Kind.SYSTEM, (), "location:/x")]
     assert [counted_kind(k.encode()) for k in keys] == [Kind.VIEW, None]
+
+
+async def test_fresh_answers_a_recent_read_until_the_tenant_changes(
+    executor: concurrent.futures.ThreadPoolExecutor,
+) -> None:
+    """The request-rate check's read without the store: what ``of`` read under a second
+    ago; a commit of this node to the tenant's records (its quota) forgets it."""
+    persistence = MemoryPersistence()
+    codec, cache, clock = default_codec(), ObjectCache(), SystemClock()
+    holder: list[Metastore] = []
+
+    def objects(tenant: str, catalog: str) -> CatalogObjects:
+        return holder[0].objects(tenant, catalog)
+
+    now = [100.0]
+    quotas = TenantQuotas(persistence, objects, Quota(), clock=lambda: now[0])
+    committer = Committer(
+        persistence, codec, objects, SnowflakeGenerator(1, clock), clock, require_tenant=True
+    )
+    lanes = CommitLanes(committer, executor)
+    svc = Metastore(persistence, codec, cache, lanes)
+    svc.tenant_changed.append(quotas.forget)
+    holder.append(svc)
+    try:
+        assert quotas.fresh("t1") == (False, None)
+        assert quotas.of("t1") is None  # no such tenant: known as such
+        assert quotas.fresh("t1") == (True, None)
+        await svc.create_tenant("t1", {"quota.requests-per-second": "5"}, "admin")
+        assert quotas.fresh("t1") == (False, None)  # forgotten by the commit
+        assert quotas.of("t1") == Quota(requests_per_second=5.0)
+        assert quotas.fresh("t1") == (True, Quota(requests_per_second=5.0))
+        now[0] += TenantQuotas.FRESH_S
+        assert quotas.fresh("t1") == (False, None)  # a second old: read again
+        await svc.create_catalog("t1", "c1", {}, "admin")
+        quotas.of("t1")
+        await commit(svc, "c1", CreateEntity(ns_key(*DB)))
+        assert quotas.fresh("t1")[0]  # a catalog's commit is not the tenant's records
+    finally:
+        await lanes.close()
+        persistence.close()
+
+
+async def test_a_catalog_commit_of_a_missing_tenant_is_refused_in_its_batch(
+    executor: concurrent.futures.ThreadPoolExecutor,
+) -> None:
+    persistence = MemoryPersistence()
+    codec, cache, clock = default_codec(), ObjectCache(), SystemClock()
+    holder: list[Metastore] = []
+
+    def objects(tenant: str, catalog: str) -> CatalogObjects:
+        return holder[0].objects(tenant, catalog)
+
+    committer = Committer(
+        persistence, codec, objects, SnowflakeGenerator(1, clock), clock, require_tenant=True
+    )
+    lanes = CommitLanes(committer, executor)
+    svc = Metastore(persistence, codec, cache, lanes)
+    holder.append(svc)
+    try:
+        attempts = [commit(svc, "c1", CreateEntity(ns_key(f"n{i}"))) for i in range(3)]
+        results = await asyncio.gather(*attempts, return_exceptions=True)
+        assert [type(r).__name__ for r in results] == ["NoSuchTenant"] * 3
+        assert list(persistence.scan_refs()) == []
+    finally:
+        await lanes.close()
+        persistence.close()
