@@ -8,6 +8,7 @@ secret settings never quote the value.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import math
@@ -86,6 +87,7 @@ def _is_ip(text: str) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=64)  # asked on every request (``auth_enabled``)
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True

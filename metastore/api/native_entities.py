@@ -60,14 +60,19 @@ def _update(key: EntityKey, body: dict[str, Any]) -> UpdateEntity:
     return UpdateEntity(key, body.get("updates", {}), tuple(body.get("removals", [])))
 
 
+def _sets_location(change: Change) -> bool:
+    if not isinstance(change, CreateEntity | UpdateEntity) or change.location is None:
+        return False
+    return not isinstance(change, UpdateEntity) or change.sets_location
+
+
 def _contained(request: web.Request, change: Change) -> Change:
     """A location must lie inside one of the catalog's allowed locations (its storage),
     by the same rule as on the Iceberg API (``metastore.locations``); it is stored
     normalized. No symlinks to resolve: the server never touches a native entity's files."""
-    if not isinstance(change, CreateEntity | UpdateEntity) or change.location is None:
+    if not _sets_location(change):
         return change
-    if isinstance(change, UpdateEntity) and not change.sets_location:
-        return change
+    assert isinstance(change, CreateEntity | UpdateEntity) and change.location is not None
     storage = request.app[STORAGE].of(params.tenant(request), params.catalog(request))
     what = f"{change.key.kind.label} location"
     return replace(change, location=check_inside(change.location, storage.allowed, what))
@@ -86,7 +91,8 @@ async def _commit(
     """Commit as the request's principal; a retried ``Idempotency-Key`` gets the first outcome."""
     tenant, catalog = params.tenant(request), params.catalog(request)
     metastore = request.app[METASTORE]
-    changes = await metastore.read(_contained_all, request, changes)
+    if any(_sets_location(change) for change in changes):  # the storage is a store read
+        changes = await metastore.read(_contained_all, request, changes)
     principal = principal_of(request)
     return await Idempotency.of(request, metastore, tenant, catalog).run(
         lambda record: metastore.change(
