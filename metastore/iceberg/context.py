@@ -45,14 +45,21 @@ class Call:
     async def of(cls, request: web.Request) -> Call:
         if isinstance(call := request.get(_CALL), Call):
             return call
+        call = cls.unchecked(request)
+        await call.metastore.read(call.metastore.get_ref, call.tenant, call.catalog)  # 404
+        request[_CALL] = call
+        return call
+
+    @classmethod
+    def unchecked(cls, request: web.Request) -> Call:
+        """The ``Call`` of a handler whose first read in its worker thread checks the
+        catalog itself (``Metastore.get_ref``: the unknown prefix's 404 first), saving
+        the thread hand-off ``of`` spends on that check alone."""
         app = request.app
         tenant, catalog = catalog_of(request)
         metastore, iceberg = app[METASTORE], app[ICEBERG]
-        await metastore.read(metastore.get_ref, tenant, catalog)  # 404 for an unknown prefix
         idempotency = Idempotency.of(request, metastore, iceberg.warehouse, tenant, catalog)
-        call = cls(metastore, iceberg, tenant, catalog, principal_of(request), idempotency)
-        request[_CALL] = call
-        return call
+        return cls(metastore, iceberg, tenant, catalog, principal_of(request), idempotency)
 
 
 _CALL = web.RequestKey("iceberg-call", Call)  # the Call, built once per request

@@ -53,7 +53,7 @@ def may_write(request: web.Request, call: Call, key: EntityKey) -> bool:
     )
 
 
-def _vend(call: Call, location: str, write: bool) -> Vended | None:
+def vend(call: Call, location: str, write: bool) -> Vended | None:
     """Credentials for ``location`` if the catalog vends them (blocking: reads the
     storage record and its secrets, and may call STS)."""
     catalog_storage = call.iceberg.warehouse.storage
@@ -85,7 +85,7 @@ async def vended_fields(
     if not asks_for_credentials(request):
         return {}
     write = may_write(request, call, key)
-    vended = await asyncio.to_thread(_vend, call, location, write)
+    vended = await asyncio.to_thread(vend, call, location, write)
     return delegation(location, vended)
 
 
@@ -97,6 +97,6 @@ async def load_credentials(request: web.Request) -> web.Response:
     state = await call.metastore.read(call.iceberg.tables.load, call.tenant, call.catalog, key)
     location = state.metadata["location"]
     write = may_write(request, call, key)
-    vended = await asyncio.to_thread(_vend, call, location, write)
+    vended = await asyncio.to_thread(vend, call, location, write)
     found = delegation(location, vended).get("storage-credentials", [])
     return json_response({"storage-credentials": found})

@@ -62,7 +62,11 @@ def delegation_of(request: web.Request) -> str:
 def matches(request: web.Request, etag: str) -> bool:
     """Whether ``If-None-Match`` names ``etag`` (or is ``*``): the client's copy is
     current. Weak comparison, as RFC 9110 prescribes for ``If-None-Match``."""
-    header = request.headers.get(IF_NONE_MATCH)
+    return names(request.headers.get(IF_NONE_MATCH), etag)
+
+
+def names(header: str | None, etag: str) -> bool:
+    """Whether an ``If-None-Match`` value (None: no header) names ``etag`` or is ``*``."""
     if header is None:
         return False
     tags = {tag.strip().removeprefix("W/") for tag in header.split(",")}

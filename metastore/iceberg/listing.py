@@ -7,8 +7,9 @@ namespace. A client pages by sending ``pageToken`` (empty on its first request) 
 ``pageSize`` (the upper bound of one page, which PyIceberg sends alone on its first
 request): those get one page and a token, as the native API does.
 
-The whole listing is read at one commit (the page tokens pin it), in pages of the
-largest size, inside one call off the event loop.
+The whole listing is read at one commit, inside one call off the event loop; the
+tables and views of a namespace from the index keys alone (``names``: an
+identifier needs a name, not the entity), in a call that checks the catalog too.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from metastore.keys import Kind
+from metastore.commits import not_found
+from metastore.errors import MetastoreError
+from metastore.keys import EntityKey, Kind, kind_prefix
 from metastore.model import Entity
 from metastore.paging import MAX_PAGE_SIZE
 from metastore.service import Metastore
@@ -26,6 +29,29 @@ from metastore.service import Metastore
 def pages(request: web.Request) -> bool:
     """The client asked for pages (``pageToken``, even empty, or ``pageSize``)."""
     return "pageToken" in request.query or "pageSize" in request.query
+
+
+def names(
+    metastore: Metastore,
+    tenant: str,
+    catalog: str,
+    parent: tuple[str, ...] | MetastoreError,
+    kind: Kind,
+    shows: Callable[[str], bool],
+) -> list[str]:
+    """The names of every ``kind`` directly in ``parent`` the caller may see, at one
+    commit (blocking: call through ``Metastore.read``), read from the index keys
+    alone: an identifier needs a name, not the entity. ``parent`` may be the error
+    the request's namespace makes, raised after the catalog's own 404."""
+    view = metastore.objects(tenant, catalog).index(metastore.head(tenant, catalog))
+    if isinstance(parent, MetastoreError):
+        raise parent
+    assert view is not None
+    if parent and view.get((namespace_key := EntityKey.namespace_key(parent)).encode()) is None:
+        raise not_found(namespace_key)
+    prefix = kind_prefix(parent, kind)
+    found = (key[len(prefix) :].decode() for key, _ in view.items(prefix))
+    return [name for name in found if shows(name)]
 
 
 def everything(

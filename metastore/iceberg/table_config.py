@@ -17,6 +17,7 @@ client (``remote-signing.enabled``) or the client asks for it
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -61,12 +62,30 @@ async def signing_config(request: web.Request, call: Call, key: EntityKey) -> di
     storage = await call.metastore.read(
         call.iceberg.warehouse.storage.of, call.tenant, call.catalog
     )
+    return signing_entries(storage, SigningAsk.of(request, call), key)
+
+
+@dataclass(frozen=True, slots=True)
+class SigningAsk:
+    """What of a request decides its signing entries, read on the event loop (a load
+    works them out in its worker thread, with the storage it reads there)."""
+
+    prefix: str  # the catalog's ``{prefix}`` in this node's spelling
+    asked: bool  # the client asked for remote signing
+
+    @classmethod
+    def of(cls, request: web.Request, call: Call) -> SigningAsk:
+        prefix = encode_prefix(call.tenant, call.catalog, request.app[CONFIG].default_tenant)
+        return cls(prefix, REMOTE_SIGNING in delegations(request))
+
+
+def signing_entries(storage: Storage, ask: SigningAsk, key: EntityKey) -> dict[str, str]:
+    """The remote-signing entries of table ``key`` in ``storage``; empty when not offered."""
     if storage.kind != "s3":
         return {}
-    if not (storage.remote_signing.enabled or REMOTE_SIGNING in delegations(request)):
+    if not (storage.remote_signing.enabled or ask.asked):
         return {}
-    prefix = encode_prefix(call.tenant, call.catalog, request.app[CONFIG].default_tenant)
-    return remote_signing(storage, prefix, key)
+    return remote_signing(storage, ask.prefix, key)
 
 
 def remote_signing(storage: Storage, prefix: str, key: EntityKey) -> dict[str, str]:

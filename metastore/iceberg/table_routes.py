@@ -19,8 +19,8 @@ from metastore.api import params
 from metastore.api.authz import visible
 from metastore.api.validation import read_json
 from metastore.changes import RenameEntity
-from metastore.errors import BadRequest, NotFound
-from metastore.iceberg import listing
+from metastore.errors import BadRequest, MetastoreError, NotFound
+from metastore.iceberg import listing, loads
 from metastore.iceberg.context import (
     PREFIX,
     Call,
@@ -32,10 +32,10 @@ from metastore.iceberg.context import (
     named,
     parse,
 )
-from metastore.iceberg.credential_routes import vended_fields
-from metastore.iceberg.etags import delegation_of, matches, not_modified, table_etag, tagged
+from metastore.iceberg.credential_routes import asks_for_credentials, may_write, vended_fields
+from metastore.iceberg.etags import IF_NONE_MATCH, delegation_of, not_modified, table_etag, tagged
 from metastore.iceberg.metadata_json import metadata_text
-from metastore.iceberg.table_config import add_signing
+from metastore.iceberg.table_config import SigningAsk, add_signing
 from metastore.iceberg.tables import TEXT, TableChange, table_key
 from metastore.keys import EntityKey, Kind
 from metastore.model import Entity
@@ -68,15 +68,22 @@ class TransactionBody(IcebergBaseModel):
 async def list_identifiers(request: web.Request, kind: Kind) -> web.Response:
     """The tables or views directly in a namespace, as Iceberg identifiers: one page when
     the client pages, else all of them (``metastore.iceberg.listing``)."""
-    call = await Call.of(request)
     shown = visible(request)  # what the caller may see (metastore.api.access)
-    namespace = params.namespace(request)
-    if not listing.pages(request):
+    if not listing.pages(request):  # names alone, in one read that checks the catalog too
+        call = Call.unchecked(request)
+        try:
+            parent: tuple[str, ...] | MetastoreError = params.namespace(request)
+        except MetastoreError as problem:  # answered after an unknown catalog's 404
+            parent = problem
         found = await call.metastore.read(
-            listing.everything, call.metastore, call.tenant, call.catalog, namespace, kind,
-            shown.shows,
-        )  # fmt: skip
-        return json_response({"identifiers": _identifiers(found), "next-page-token": None})
+            listing.names, call.metastore, call.tenant, call.catalog, parent, kind, shown.shows
+        )
+        assert isinstance(parent, tuple)  # else the read raised it
+        levels = list(parent)
+        identifiers = [{"namespace": levels, "name": name} for name in found]
+        return json_response({"identifiers": identifiers, "next-page-token": None})
+    call = await Call.of(request)
+    namespace = params.namespace(request)
     token, size = params.page(request)
     page = await call.metastore.read(
         call.metastore.list_entities,
@@ -187,19 +194,33 @@ async def register_table(request: web.Request) -> web.Response:
 
 @routes.get(TABLE, allow_head=False)
 async def load_table(request: web.Request) -> web.Response:
-    call = await Call.of(request)
+    """One read in a worker thread answers it all (``metastore.iceberg.loads``)."""
+    call = Call.unchecked(request)
+    try:
+        ask: loads.LoadAsk | MetastoreError = _load_ask(request, call)
+    except MetastoreError as problem:  # answered after an unknown catalog's 404
+        ask = problem
+    loaded = await call.metastore.read(loads.read, call, ask)
+    if loaded.body is None:  # the client's copy is current: no body
+        return not_modified(loaded.etag)
+    response = web.Response(text=loaded.body, content_type="application/json")
+    return tagged(response, loaded.etag)
+
+
+def _load_ask(request: web.Request, call: Call) -> loads.LoadAsk:
     snapshots = request.query.get("snapshots", "all")
     if snapshots not in ("all", "refs"):
         raise BadRequest("query parameter snapshots must be all or refs")
     key = named(request, Kind.TABLE, "table")
-    state = await call.metastore.read(call.iceberg.tables.load, call.tenant, call.catalog, key)
-    result = state.result(snapshots)
-    await add_signing(request, call, key, result)  # the storage's: a change retags the table
-    etag = table_etag(result, snapshots, delegation_of(request))
-    if matches(request, etag):  # the client's copy is current: no body
-        return not_modified(etag)
-    result.update(await vended_fields(request, call, key, result["metadata"]["location"]))
-    return tagged(json_response(result), etag)
+    write = may_write(request, call, key) if asks_for_credentials(request) else None
+    return loads.LoadAsk(
+        key,
+        snapshots,
+        delegation_of(request),
+        SigningAsk.of(request, call),
+        request.headers.get(IF_NONE_MATCH),
+        write,
+    )
 
 
 async def entity_exists(request: web.Request, kind: Kind, name: str) -> web.Response:

@@ -56,6 +56,7 @@ from metastore.errors import (
     ValidationFailed,
 )
 from metastore.iceberg import pieces, rebase
+from metastore.iceberg.answer_cache import DEFAULT_BYTES, AnswerCache, AnswerKey
 from metastore.iceberg.column_defaults import with_defaults
 from metastore.iceberg.files import TableFiles, Warehouse
 from metastore.iceberg.lineage import INITIAL_ROW_ID, check_format_version
@@ -142,6 +143,7 @@ class _Prepared:
     changes: list[Change] = field(default_factory=list)
     objects: dict[int, NewObject] = field(default_factory=dict)
     models: list[tuple[ModelKey, TableMetadata]] = field(default_factory=list)  # for the cache
+    answers: list[tuple[AnswerKey, str]] = field(default_factory=list)  # for loads' cache
     results: list[dict[str, Any]] = field(default_factory=list)
 
     def discard(self) -> None:
@@ -152,11 +154,18 @@ class _Prepared:
 
 
 class Tables:
-    def __init__(self, metastore: Metastore, codec: Codec, warehouse: Warehouse) -> None:
+    def __init__(
+        self,
+        metastore: Metastore,
+        codec: Codec,
+        warehouse: Warehouse,
+        answer_bytes: int = DEFAULT_BYTES,
+    ) -> None:
         self._metastore = metastore
         self._codec = codec
         self.warehouse = warehouse
         self._models = ModelCache()
+        self.answers = AnswerCache(answer_bytes)  # loads' metadata text (``answer_cache``)
         self.purges = PurgeCounters()
         self._turns = Turns()
         self._manifest_lists = ManifestLists()  # read by append rebases
@@ -176,6 +185,29 @@ class Tables:
             return value
 
         return load
+
+    def core_of(self, tenant: str, catalog: str, entity: Entity) -> dict[str, Any]:
+        """The table's core piece: its scalar fields (``location``) and its metadata
+        location under ``pieces.METADATA_LOCATION`` (cached: never mutate it)."""
+        if pieces.CORE not in entity.attachments:
+            raise NoSuchTable(f"table {entity.key.display()} has no Iceberg metadata")
+        core: dict[str, Any] = self.loader(tenant, catalog)(entity.attachments[pieces.CORE])
+        return core
+
+    def metadata_json(
+        self, tenant: str, catalog: str, entity: Entity, location: str | None, snapshots: str
+    ) -> str:
+        """The metadata a load of ``entity`` answers, as JSON text (``TableState.result``'s
+        with the ``snapshots`` filter), from the cache when this version was answered
+        or committed here before. ``location``: its metadata location (``core_of``)."""
+        version = entity.entity_id, entity.version
+        key = AnswerKey.of(tenant, catalog, *version, location, entity.properties, snapshots)
+        text = self.answers.get(key)
+        if text is None:
+            metadata = self.state_of(tenant, catalog, entity).result(snapshots)["metadata"]
+            text = json.dumps(metadata, separators=(",", ":"))
+            self.answers.put(key, text)
+        return text
 
     def state_of(self, tenant: str, catalog: str, entity: Entity) -> TableState:
         if pieces.CORE not in entity.attachments:
@@ -406,6 +438,8 @@ class Tables:
                     raise
                 for version, model in prepared.models:
                     self._models.put(version, model)
+                for answer, text in prepared.answers:
+                    self.answers.put(answer, text)
                 return prepared.results
 
     def _prepare(self, tenant: str, catalog: str, changes: Sequence[TableChange]) -> _Prepared:
@@ -533,9 +567,13 @@ class Tables:
         prepared.results.append(
             {"metadata-location": metadata_location, "metadata": metadata, "config": {}, TEXT: text}
         )
-        if current is not None:
-            version = (tenant, catalog, current.entity.entity_id, current.entity.version + 1)
-            prepared.models.append((version, new))
+        if current is not None:  # what loads of the new version read (a create's id is unknown)
+            entity_id, version = current.entity.entity_id, current.entity.version + 1
+            prepared.models.append(((tenant, catalog, entity_id, version), new))
+            answer = AnswerKey.of(
+                tenant, catalog, entity_id, version, metadata_location, properties, "all"
+            )
+            prepared.answers.append((answer, text))
 
     async def _discard_unless_unknown(self, exc: MetastoreError, prepared: _Prepared) -> None:
         """A failed commit wrote nothing, so its metadata files are garbage; but when the
