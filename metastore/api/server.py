@@ -24,6 +24,7 @@ import asyncio
 import json
 import logging
 import signal
+import sys
 from collections.abc import Callable
 from ssl import SSLContext
 
@@ -35,6 +36,7 @@ from metastore.config import ServerConfig
 log = logging.getLogger(__name__)
 
 SHUTDOWN_TIMEOUT_S = 10.0  # in-flight requests get this long after SIGTERM
+SWITCH_INTERVAL_S = 0.001  # the interpreter lock's switch interval while serving
 
 
 def _refusal() -> bytes:
@@ -142,6 +144,10 @@ async def _serve(
         await runner.cleanup()
         raise
     settle_after_startup()  # the app and its state are loaded: freeze them (``heap``)
+    # The loop shares the interpreter lock with the commit threads; a thread that wants
+    # it waits up to the switch interval while another computes. 1 ms instead of 5 lets
+    # the loop answer between a batch's steps (``make bench``: +15-30 % commits/s).
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
         assert runner.server is not None
         limit = ConnectionLimit(runner.server, config.max_connections)

@@ -88,7 +88,11 @@ async def receive(request: web.Request, limit: int, timeout: float) -> bytes:  #
         raise PayloadTooLarge(
             f"request body of {request.content_length} bytes exceeds {limit} bytes"
         )
+    if not request.body_exists:
+        return b""
     try:
+        if request.content.is_eof():  # the whole body came with the head: nothing to wait for
+            return await request.read()
         async with asyncio.timeout(timeout):
             return await request.read()
     except web.HTTPRequestEntityTooLarge:
