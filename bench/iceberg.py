@@ -28,8 +28,10 @@ single client, sequential:
    ``--append-seconds`` (appends/s, client retries, failures, every row once),
    against this service with ``metastore.commit.rebase-appends`` on and off and
    against each ``SqlCatalog``, and one client alone for scale; threads of this
-   process, or processes with ``--append-processes``
-   (``bench/scenarios/iceberg_appenders.py``).
+   process, or processes with ``--append-processes``; each append loads the table
+   first (on REST with PyIceberg's ``snapshot-loading-mode=refs``), or with
+   ``--append-hold-table`` each client keeps its table between appends; the client's
+   and the node's CPU per append (``bench/scenarios/iceberg_appenders.py``).
 
 Run from the repo root: ``.venv/bin/python -m bench.iceberg [--quick]``; the summary
 is also written to ``.bench/iceberg.json``. Never asserts; exit 1 on an error.
@@ -68,6 +70,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--append-processes",
         action="store_true",
         help="run each appender in its own process (default: threads of this process)",
+    )
+    parser.add_argument(
+        "--append-hold-table",
+        action="store_true",
+        help="each appender keeps its table between appends (default: loads it before each)",
     )
     parser.add_argument(
         "--skip-appenders", action="store_true", help="no concurrent appenders scenario"
@@ -122,6 +129,9 @@ def run(args: argparse.Namespace) -> int:
     )
     if results:
         summary.contribute("iceberg", iceberg_workload.summary_rows(results), quick=args.quick)
+    if appends:
+        rows = iceberg_appenders.summary_rows(appends)
+        summary.contribute("appenders", rows, quick=args.quick)
     return 1 if failed else 0
 
 
@@ -129,12 +139,27 @@ def _appenders(
     name: str, catalog: Catalog, args: argparse.Namespace
 ) -> dict[str, dict[str, float]]:
     """The concurrent appenders on this backend: on this service, rebase on and off, and
-    one client alone."""
-    seconds, processes = args.append_seconds, args.append_processes
+    one client alone (with the node's CPU per append, when the appenders are threads)."""
+    seconds, processes, fresh = (
+        args.append_seconds,
+        args.append_processes,
+        not args.append_hold_table,
+    )
+    rest = name == "metastore"
+    client = iceberg_appenders.FRESH_REST_PROPERTIES if rest and fresh else {}
+    server_cpu = iceberg_appenders.children_cpu if rest and not processes else None
 
     def run(table: str, properties: dict[str, str], clients: int = 16) -> dict[str, float]:
         return iceberg_appenders.appenders(
-            catalog, table, properties, seconds, clients, processes=processes
+            catalog,
+            table,
+            properties,
+            seconds,
+            clients,
+            processes=processes,
+            fresh=fresh,
+            client_properties=client,
+            server_cpu=server_cpu,
         )
 
     if name != "metastore":

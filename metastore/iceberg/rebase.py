@@ -26,19 +26,23 @@ The rebased snapshot keeps its id (its manifest entries carry it) and gets the
 head as parent, the table's next sequence number, totals recomputed from the
 head's summary plus its own ``added-*`` counts (pyiceberg's
 ``update_snapshot_summaries``) and a new manifest list: its own manifests, then
-the head's, written with pyiceberg's ``write_manifest_list`` inside the table's
-location. Its own manifests' sequence numbers are left for the writer to
-assign, so they and their entries (which inherit them) take the new one, as
-the spec wants for manifests a commit adds.
+the head's, written inside the table's location (``manifest_list_files``: for a
+version 2 table with pyiceberg's Avro writer, the head's records as encoded when
+its list was written; otherwise with pyiceberg's ``write_manifest_list``). Its own
+manifests take the commit's sequence number (so do their entries, which inherit
+it), as the spec wants for manifests a commit adds.
 
 Version 3 tables are not rebased: their manifest lists carry each manifest's
 first row id, which pyiceberg's manifest list reader drops and its writers
 cannot write, so a rewritten list would lose the head's row lineage.
 
 Reading and writing the lists is blocking: ``rebase`` runs in the commit's
-worker thread, never on the event loop. Lists read are kept for the next rebase
-(``manifest_lists``): racing appenders mostly share their parent, and a rebase
-redone after losing to another commit reads the same client list again.
+worker thread, never on the event loop. Lists read, and the list each rebase
+writes (the branch's next head), are kept for the next rebase
+(``manifest_lists``): racing appenders mostly share their parent, and each
+rebase builds on the list the one before it wrote. A commit waiting for its turn
+behind others on the same table reads its own list meanwhile (``warm``), so the
+rebase in its turn finds every list it needs already read.
 """
 
 from __future__ import annotations
@@ -50,12 +54,7 @@ from dataclasses import dataclass
 
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.io import FileIO
-from pyiceberg.manifest import (
-    UNASSIGNED_SEQ,
-    ManifestContent,
-    ManifestFile,
-    write_manifest_list,
-)
+from pyiceberg.manifest import UNASSIGNED_SEQ, ManifestContent, ManifestFile
 from pyiceberg.table import TableProperties
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import SnapshotRefType
@@ -68,7 +67,8 @@ from pyiceberg.table.update import (
     TableUpdate,
 )
 
-from metastore.errors import BadRequest, CommitConflict
+from metastore.errors import BadRequest, CommitConflict, MetastoreError
+from metastore.iceberg import manifest_list_files
 from metastore.iceberg.manifest_lists import ManifestLists
 from metastore.iceberg.table_paths import check_paths
 
@@ -208,15 +208,18 @@ def rebase(
     codec = base.properties.get(
         TableProperties.WRITE_AVRO_COMPRESSION, TableProperties.WRITE_AVRO_COMPRESSION_DEFAULT
     )
-    with write_manifest_list(
-        format_version=base.format_version,
-        output_file=io.new_output(location),
-        snapshot_id=snapshot.snapshot_id,
-        parent_snapshot_id=head.snapshot_id,
-        sequence_number=sequence_number,
-        avro_compression=codec,  # type: ignore[arg-type]  # a table property: text
-    ) as writer:
-        writer.add_manifests([*(_unassigned(m) for m in own), *_manifests(lists, io, head)])
+    written = manifest_list_files.write(
+        io.new_output(location),
+        base.format_version,
+        snapshot.snapshot_id,
+        head.snapshot_id,
+        sequence_number,
+        codec,  # type: ignore[arg-type]  # a table property: text
+        [_unassigned(m) for m in own],
+        lists.listed(io, head.manifest_list),
+    )
+    if written is not None:  # the next rebase's head, most likely
+        lists.put(location, written)
     return snapshot.model_copy(
         update={
             "parent_snapshot_id": head.snapshot_id,
@@ -261,6 +264,34 @@ def rebased_commit(
         {"ref": branch, "snapshot-id": planned.head.snapshot_id}
     )
     return (*kept, head), (AddSnapshotUpdate(snapshot=snapshot), planned.ref)
+
+
+def is_append(updates: Sequence[TableUpdate]) -> bool:
+    """Whether a commit of ``updates`` is an append that could be rebased (its shape
+    only: one ``append`` snapshot and the branch update that points at it)."""
+    try:
+        _append_of(updates)
+    except Refused:
+        return False
+    return True
+
+
+def warm(
+    updates: Sequence[TableUpdate],
+    table_location: str,
+    io: Callable[[str], FileIO],
+    lists: ManifestLists,
+) -> None:
+    """Read the manifest list of an append that may turn out to be stale into ``lists``
+    (blocking), while it waits for its turn: the rebase in its turn then finds it read.
+    Best effort: anything wrong with the commit or its list is found, and answered, by
+    ``plan`` and ``rebase`` later. A list outside the table's location is never read."""
+    try:
+        snapshot, _ = _append_of(updates)
+        check_paths([("manifest list", snapshot.manifest_list)], table_location)
+        lists.read(io(snapshot.manifest_list), snapshot.manifest_list)
+    except MetastoreError:
+        return
 
 
 def _manifests(lists: ManifestLists, io: FileIO, snapshot: Snapshot | None) -> list[ManifestFile]:

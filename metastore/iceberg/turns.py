@@ -38,6 +38,10 @@ class Turns:
             else:
                 self._locks[key] = (lock, users - 1)
 
+    def busy(self, key: Hashable) -> bool:
+        """Whether a request holds or waits for ``key``'s turn (one arriving now waits)."""
+        return key in self._locks
+
     def __len__(self) -> int:
         """How many tables have a request holding or waiting for a turn."""
         return len(self._locks)

@@ -56,3 +56,14 @@ def test_a_failed_holder_passes_the_turn_on() -> None:
         return len(turns)
 
     assert asyncio.run(scenario()) == 0
+
+
+def test_busy_while_held_or_awaited() -> None:
+    async def scenario() -> list[bool]:
+        turns = Turns()
+        seen = [turns.busy("t")]
+        async with turns.turn("t"):
+            seen += [turns.busy("t"), turns.busy("u")]
+        return [*seen, turns.busy("t")]
+
+    assert asyncio.run(scenario()) == [False, True, False, False]
