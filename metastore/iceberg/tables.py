@@ -61,11 +61,11 @@ from metastore.iceberg.column_defaults import with_defaults
 from metastore.iceberg.files import TableFiles, Warehouse
 from metastore.iceberg.lineage import INITIAL_ROW_ID, check_format_version
 from metastore.iceberg.manifest_lists import ManifestLists
-from metastore.iceberg.metadata_json import metadata_text
+from metastore.iceberg.metadata_json import metadata_document
 from metastore.iceberg.purge import Purge, PurgeCounters, PurgeReport
 from metastore.iceberg.table_paths import added_paths, check_paths, check_properties
 from metastore.iceberg.turns import Turns
-from metastore.iceberg.updates import ModelCache, ModelKey, apply_updates
+from metastore.iceberg.updates import ModelCache, ModelKey, SnapshotsJson, apply_updates
 from metastore.keys import EntityKey, Kind
 from metastore.location_index import Records
 from metastore.locations import normalize
@@ -142,7 +142,8 @@ class _Prepared:
     requirements: list[Requirement] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
     objects: dict[int, NewObject] = field(default_factory=dict)
-    models: list[tuple[ModelKey, TableMetadata]] = field(default_factory=list)  # for the cache
+    # for the model cache: each new version with its snapshots' JSON
+    models: list[tuple[ModelKey, TableMetadata, SnapshotsJson | None]] = field(default_factory=list)
     answers: list[tuple[AnswerKey, str]] = field(default_factory=list)  # for loads' cache
     results: list[dict[str, Any]] = field(default_factory=list)
 
@@ -225,6 +226,18 @@ class Tables:
             model = state.model()
             self._models.put(version, model)
         return model
+
+    def _base(
+        self, tenant: str, catalog: str, current: TableState | None
+    ) -> tuple[TableMetadata | None, SnapshotsJson | None]:
+        """A commit's base model, and its snapshots' JSON when this node committed it."""
+        if current is None:
+            return None, None
+        entity = current.entity
+        model, snapshots = self._models.entry((tenant, catalog, entity.entity_id, entity.version))
+        if model is None:
+            return self.model_of(tenant, catalog, current), None
+        return model, snapshots
 
     def load(self, tenant: str, catalog: str, key: EntityKey) -> TableState:
         entity = self._metastore.get_entity(tenant, catalog, key)
@@ -385,12 +398,14 @@ class Tables:
     ) -> _Prepared:
         self._metastore.get_entity(tenant, catalog, EntityKey.namespace_key(key.namespace))
         prepared = _Prepared(self.warehouse.files(tenant, catalog))
-        text = metadata_text(metadata)  # before any file: a refused metadata writes nothing
+        document = metadata_document(metadata)  # before any file: a refused one writes nothing
         if write_file:
-            prepared.io.write_text(text, metadata_location)
+            prepared.io.write_text(document[0], metadata_location)
             prepared.files.append(metadata_location)
         try:
-            self._stage(tenant, catalog, key, replace, metadata, metadata_location, prepared, text)
+            self._stage(
+                tenant, catalog, key, replace, metadata, metadata_location, prepared, document
+            )
         except BaseException:  # nothing refers to the file yet
             prepared.discard()
             raise
@@ -436,8 +451,8 @@ class Tables:
                 except MetastoreError as exc:
                     await self._discard_unless_unknown(exc, prepared)
                     raise
-                for version, model in prepared.models:
-                    self._models.put(version, model)
+                for version, model, snapshots in prepared.models:
+                    self._models.put(version, model, snapshots)
                 for answer, text in prepared.answers:
                     self.answers.put(answer, text)
                 return prepared.results
@@ -459,7 +474,7 @@ class Tables:
         creating = any(isinstance(r, AssertCreate) for r in change.requirements)
         if current is None and not creating:
             raise NoSuchTable(f"table does not exist: {change.key.display()}")
-        base = self.model_of(tenant, catalog, current) if current is not None else None
+        base, base_snapshots = self._base(tenant, catalog, current)
         change = self._checked(tenant, catalog, change, base, prepared)
         if base is not None:
             for update in change.updates:
@@ -489,10 +504,10 @@ class Tables:
         rebase.check_setting(new.properties, base.properties if base is not None else None)
         check_paths(added_paths(new, base, previous), location)
         location = self.warehouse.new_metadata_location(new, previous)
-        text = metadata_text(new)  # the spec's JSON, as the metadata file has it
-        files.write_text(text, location)
+        document = metadata_document(new, base, base_snapshots)  # the spec's JSON, as written
+        files.write_text(document[0], location)
         prepared.files.append(location)
-        self._stage(tenant, catalog, change.key, current, new, location, prepared, text)
+        self._stage(tenant, catalog, change.key, current, new, location, prepared, document)
 
     def _checked(
         self,
@@ -536,10 +551,9 @@ class Tables:
         new: TableMetadata,
         metadata_location: str,
         prepared: _Prepared,
-        text: str | None = None,
+        document: tuple[str, dict[str, Any]],
     ) -> None:
-        text = text if text is not None else metadata_text(new)
-        metadata = json.loads(text)
+        text, metadata = document  # ``metadata_document``
         split = pieces.split(
             self._codec,
             pieces.TABLE_LAYOUT,
@@ -569,7 +583,8 @@ class Tables:
         )
         if current is not None:  # what loads of the new version read (a create's id is unknown)
             entity_id, version = current.entity.entity_id, current.entity.version + 1
-            prepared.models.append(((tenant, catalog, entity_id, version), new))
+            snapshots = metadata.get("snapshots")
+            prepared.models.append(((tenant, catalog, entity_id, version), new, snapshots))
             answer = AnswerKey.of(
                 tenant, catalog, entity_id, version, metadata_location, properties, "all"
             )

@@ -19,6 +19,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil, TableMetadataV3
 from pyiceberg.table.update import (
@@ -35,6 +36,7 @@ from pyiceberg.utils.datetime import datetime_to_millis
 from metastore.iceberg import lineage
 
 ModelKey = tuple[str, str, int, int]  # tenant, catalog, entity id, entity version
+SnapshotsJson = Sequence[dict[str, Any]]  # a version's snapshots as its file has them
 
 
 def apply_updates(
@@ -84,23 +86,35 @@ def _apply(
 
 
 class ModelCache:
-    """A small LRU of parsed ``TableMetadata`` per immutable entity version."""
+    """A small LRU of parsed ``TableMetadata`` per immutable entity version; with a
+    version this node committed, the JSON of its snapshots as its metadata file has
+    them (``metadata_json.metadata_document``: the next commit serializes only the
+    snapshots it adds)."""
 
     def __init__(self, size: int = 64) -> None:
         self._size = size
-        self._items: OrderedDict[ModelKey, TableMetadata] = OrderedDict()
+        self._items: OrderedDict[ModelKey, tuple[TableMetadata, SnapshotsJson | None]] = (
+            OrderedDict()
+        )
         self._lock = threading.Lock()
 
     def get(self, key: ModelKey) -> TableMetadata | None:
-        with self._lock:
-            model = self._items.get(key)
-            if model is not None:
-                self._items.move_to_end(key)
-            return model
+        return self.entry(key)[0]
 
-    def put(self, key: ModelKey, model: TableMetadata) -> None:
+    def entry(self, key: ModelKey) -> tuple[TableMetadata | None, SnapshotsJson | None]:
+        """The version's model and its snapshots' JSON (each None when not kept)."""
         with self._lock:
-            self._items[key] = model
+            item = self._items.get(key)
+            if item is None:
+                return None, None
+            self._items.move_to_end(key)
+            return item
+
+    def put(
+        self, key: ModelKey, model: TableMetadata, snapshots: SnapshotsJson | None = None
+    ) -> None:
+        with self._lock:
+            self._items[key] = (model, snapshots)
             self._items.move_to_end(key)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
