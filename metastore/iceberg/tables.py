@@ -5,8 +5,8 @@ client's Iceberg requirements, apply its updates with pyiceberg's reducer, write
 the new metadata.json, then commit the new pieces with ``AssertVersion`` on every
 table touched. If another commit changed one of those tables in between, the
 whole request is redone on the fresh state (the client's requirements decide
-whether it still applies, ``REBASES``; from its second attempt on, a
-single-table request waits its turn behind the others that lost, ``turns``); only
+whether it still applies, ``REBASES``; a single-table request takes its turn
+behind the others to the same table on this node from its first attempt, ``turns``); only
 a failed Iceberg requirement reaches the client as 409, unless the table lets
 the server rebase a stale append (``rebase``). Several tables in one request are one commit: all
 change or none does. Reading the store, building metadata and file I/O run in a
@@ -122,7 +122,11 @@ class TableState:
         if snapshots == "refs":
             wanted = {ref["snapshot-id"] for ref in metadata.get("refs", {}).values()}
             kept = [s for s in metadata.get("snapshots", []) if s["snapshot-id"] in wanted]
-            metadata = {**metadata, "snapshots": kept}
+            history = metadata.get("snapshot-log", [])
+            start = len(history)  # its last entries whose snapshots are kept (as Iceberg's)
+            while start and history[start - 1]["snapshot-id"] in wanted:
+                start -= 1
+            metadata = {**metadata, "snapshots": kept, "snapshot-log": history[start:]}
         return {"metadata-location": self.metadata_location, "metadata": metadata, "config": {}}
 
 
@@ -427,6 +431,11 @@ class Tables:
             raise BadRequest("a transaction may change each table at most once")
         attempts = REBASES.start()
         async with AsyncExitStack() as turn:
+            if len(changes) == 1:  # ``turns``, from the first attempt
+                key = (tenant, catalog, *keys)
+                if self._turns.busy(key) and rebase.is_append(changes[0].updates):
+                    await asyncio.to_thread(self._warm, tenant, catalog, changes[0])
+                await turn.enter_async_context(self._turns.turn(key))
             while True:
                 prepared = await asyncio.to_thread(self._prepare, tenant, catalog, changes)
                 if not prepared.changes:
@@ -445,8 +454,6 @@ class Tables:
                     if not await attempts.abackoff():
                         raise
                     log.debug("table commit lost to another commit: attempt %d", attempts.attempt)
-                    if attempts.attempt == 2 and len(changes) == 1:  # ``turns``
-                        await turn.enter_async_context(self._turns.turn((tenant, catalog, *keys)))
                     continue
                 except MetastoreError as exc:
                     await self._discard_unless_unknown(exc, prepared)
@@ -456,6 +463,17 @@ class Tables:
                 for answer, text in prepared.answers:
                     self.answers.put(answer, text)
                 return prepared.results
+
+    def _warm(self, tenant: str, catalog: str, change: TableChange) -> None:
+        """Read the manifest list of an append waiting for its turn (``rebase.warm``)."""
+        try:
+            entity = self._metastore.get_entity(tenant, catalog, change.key)
+            location = self.core_of(tenant, catalog, entity).get("location")
+        except MetastoreError:  # best effort: the commit itself answers what is wrong
+            return
+        if isinstance(location, str):
+            io = self.warehouse.files(tenant, catalog).io
+            rebase.warm(change.updates, location, io, self._manifest_lists)
 
     def _prepare(self, tenant: str, catalog: str, changes: Sequence[TableChange]) -> _Prepared:
         prepared = _Prepared(self.warehouse.files(tenant, catalog))

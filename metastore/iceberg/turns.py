@@ -1,14 +1,17 @@
-"""Turns per table for table commits that lost a race on this node.
+"""Turns per table for the table commits of this node.
 
 Many writers committing to one table at once (appenders with server-side rebase,
-``rebase``) all prepare against the same table version; one wins and the others
-redo their work on the new version, each redo reading and writing files. Left
-to race, a request can lose again and again until its attempts run out. A
-request that lost once therefore waits for its turn behind the others that lost
-on this node (one ``asyncio.Lock`` per table, dropped when nobody holds or waits
-for it), so each redo meets at most the fresh requests that arrived meanwhile.
+``rebase``) would all prepare against the same table version; one would win and
+the others redo their work on the new version, each redo reading and writing
+files, and a request could lose again and again until its attempts ran out.
+Only one of them can commit on a given version anyway, so a single-table
+request waits for its turn behind the others to the same table on this node
+from its first attempt (one ``asyncio.Lock`` per table, dropped when nobody
+holds or waits for it): each prepares on the version the one before it
+committed, and only a commit through another node can still make it redo.
 Outcomes are unchanged: the turn only orders attempts, the table's version
-check still decides them.
+check still decides them. A request that finds the turn taken (``busy``) may do
+meanwhile what does not depend on the version (``rebase.warm``).
 """
 
 from __future__ import annotations

@@ -252,8 +252,15 @@ def test_load_with_only_referenced_snapshots(
     path = http.table_path(("db",), "t")
     everything = http.call("GET", path, params={"snapshots": "all"}).json()["metadata"]
     referenced = http.call("GET", path, params={"snapshots": "refs"}).json()["metadata"]
-    assert len(everything["snapshots"]) == 3
+    assert len(everything["snapshots"]) == len(everything["snapshot-log"]) == 3
     assert [s["snapshot-id"] for s in referenced["snapshots"]] == [
         everything["current-snapshot-id"]
     ]
+    # the log keeps only the entries of the snapshots answered (as Iceberg's own catalog)
+    assert referenced["snapshot-log"] == everything["snapshot-log"][-1:]
+    refs = iceberg_server.client(catalog_name, **{"snapshot-loading-mode": "refs"})
+    table = refs.load_table(("db", "t"))
+    assert len(table.metadata.snapshot_log) == len(table.metadata.snapshots) == 1
+    table.append(rows([3]))  # a client that loaded only the referenced snapshots appends
+    assert sorted(refs.load_table(("db", "t")).scan().to_arrow()["id"].to_pylist()) == [0, 1, 2, 3]
     assert_error(http.call("GET", path, params={"snapshots": "some"}), 400)
