@@ -65,6 +65,7 @@ from metastore.persistence.rules import (
 from metastore.persistence.wal_sync import GroupSync
 
 PAGE = 256  # entries per scan page (one short-lived iterator each)
+DECODED_REFS = 100_000  # refs kept decoded (a few hundred bytes each); all dropped past it
 
 
 class StoreFormatError(MetastoreError):
@@ -248,11 +249,28 @@ class Snapshot:
 
 
 class RocksDBReader:
-    """The read side of ``Persistence`` over an open ``RocksDB`` (thread-safe)."""
+    """The read side of ``Persistence`` over an open ``RocksDB`` (thread-safe).
+
+    Refs are read on every request (the catalog's HEAD, the tenant's, a caller's
+    principal records), and decoding one costs more than reading it; ``_refs`` keeps
+    each ref's last bytes with their decoded value, so an unchanged ref is one read
+    and one byte comparison.
+    """
 
     def __init__(self, db: RocksDB, codec: Codec) -> None:
         self.db = db
         self.codec = codec
+        self._refs: dict[RefKey, tuple[bytes, Ref]] = {}
+
+    def decode_ref(self, key: RefKey, raw: bytes) -> Ref:
+        known = self._refs.get(key)
+        if known is not None and known[0] == raw:
+            return known[1]
+        ref = decode_ref(self.codec, key, raw)
+        if len(self._refs) >= DECODED_REFS:
+            self._refs.clear()
+        self._refs[key] = (raw, ref)
+        return ref
 
     def get_objects(self, keys: Sequence[ObjKey]) -> list[StoredObject | None]:
         raws = self.db.get_many([object_key(key) for key in keys])
@@ -263,7 +281,7 @@ class RocksDBReader:
 
     def get_ref(self, key: RefKey) -> Ref | None:
         raw = self.db.get(ref_key(key))
-        return None if raw is None else decode_ref(self.codec, key, raw)
+        return None if raw is None else self.decode_ref(key, raw)
 
     def scan_refs(self, tenant: str | None = None) -> Iterator[Ref]:
         prefix = REF + (b"" if tenant is None else tenant_prefix(tenant))
@@ -303,7 +321,7 @@ class RocksDBPersistence(RocksDBReader):
         hidden = self._hidden.get(raw_key)
         if hidden is not None:
             raw = hidden[0]
-        return None if raw is None else decode_ref(self.codec, key, raw)
+        return None if raw is None else self.decode_ref(key, raw)
 
     def scan_refs(self, tenant: str | None = None) -> Iterator[Ref]:
         if self._group is None:

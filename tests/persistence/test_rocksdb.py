@@ -161,3 +161,21 @@ def test_acknowledged_writes_survive_sigkill(tmp_path: Path, sync: bool) -> None
         assert store.get_objects(_commit_keys(head.head + 1)) == [None] * 3
     finally:
         store.close()
+
+
+def test_an_unchanged_ref_is_decoded_once(tmp_path: Path) -> None:
+    """Refs are read on every request: the same bytes give the same decoded ref, and a
+    moved ref is decoded again (never the old value)."""
+    store = RocksDBPersistence(tmp_path / "db")
+    try:
+        first = Ref(MAIN, 1, 10)
+        store.write([], RefUpdate(MAIN, None, first))
+        read = store.get_ref(MAIN)
+        assert read == first and store.get_ref(MAIN) is read
+        moved = first.advanced(2, 20)
+        store.write([], RefUpdate(MAIN, 1, moved))
+        assert store.get_ref(MAIN) == moved
+        store.write([], RefUpdate(MAIN, 2, None))
+        assert store.get_ref(MAIN) is None
+    finally:
+        store.close()
