@@ -73,6 +73,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "max_object_bytes": (KiB, 64 * MiB),
     "max_changes_per_commit": (1, 100_000),
     "cache_bytes": (MiB, 1024 * GiB),
+    "iceberg_load_cache_bytes": (0, 1024 * GiB),
     "index_embedded_bytes": (256, 16 * MiB),
     "index_stripe_bytes": (KiB, 32 * MiB),
     "recent_heads": (0, 10_000),
@@ -117,6 +118,7 @@ class ServerConfig:
     body_timeout_s: float = 60.0  # the whole body must arrive within this, else 408
     max_connections: int = 1024  # concurrent connections; past this: 503 and closed
     cache_bytes: int = 128 * 1024 * 1024  # decoded immutable objects
+    iceberg_load_cache_bytes: int = 64 * 1024 * 1024  # Iceberg loads' metadata text; 0: off
     index_embedded_bytes: int = 4 * 1024  # spill the embedded index past this (see ARCHITECTURE)
     index_stripe_bytes: int = 64 * 1024  # split a spilled index stripe past this
     recent_heads: int = DEFAULT_RECENT_HEADS

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from metastore.catalog_storage import CatalogStorage
 from metastore.codec import Codec
+from metastore.iceberg.answer_cache import DEFAULT_BYTES
 from metastore.iceberg.files import Warehouse
 from metastore.iceberg.reports import MetricsReports
 from metastore.iceberg.tables import Tables
@@ -23,8 +24,15 @@ class Iceberg:
     vendor: Vendor = field(default_factory=Vendor)  # vended credentials (metastore.sts)
 
     @classmethod
-    def build(cls, metastore: Metastore, storage: CatalogStorage, codec: Codec) -> Iceberg:
-        """Tables and views over the metastore, with files in each catalog's storage."""
+    def build(
+        cls,
+        metastore: Metastore,
+        storage: CatalogStorage,
+        codec: Codec,
+        load_cache_bytes: int = DEFAULT_BYTES,
+    ) -> Iceberg:
+        """Tables and views over the metastore, with files in each catalog's storage;
+        ``load_cache_bytes`` bounds the metadata text kept for loads (``answer_cache``)."""
         warehouse = Warehouse(storage)
-        tables = Tables(metastore, codec, warehouse)
+        tables = Tables(metastore, codec, warehouse, load_cache_bytes)
         return cls(tables, Views(metastore, codec, warehouse, tables), warehouse)

@@ -36,5 +36,8 @@ async def iceberg_ctx(app: web.Application) -> AsyncIterator[None]:
     """Tables and views over the metastore, their files in each catalog's storage; the
     namespace separator the Iceberg API's paths use (``metastore.api.params``)."""
     app[ICEBERG_SEPARATOR] = app[CONFIG].namespace_separator
-    app[ICEBERG] = Iceberg.build(app[METASTORE], app[STORAGE], default_codec())
+    config = app[CONFIG]
+    app[ICEBERG] = Iceberg.build(
+        app[METASTORE], app[STORAGE], default_codec(), config.iceberg_load_cache_bytes
+    )
     yield

@@ -22,6 +22,8 @@ from botocore.exceptions import ClientError
 
 from harness.node import NodeProcess
 from harness.s3 import Keys, S3Process
+from metastore.config import ServerConfig
+from metastore.config_rules import ConfigError
 
 from .support import SCHEMA
 
@@ -325,3 +327,11 @@ def test_each_caller_gets_the_current_credentials_of_its_own_access(node: Node) 
             Bucket=node.bucket, Key=key, Body=b""
         )
     assert "storage-credentials" not in _load(node, node.vending, name)  # none unasked
+
+
+@pytest.mark.parametrize("raw", ["-1", "2e9", "lots", str(2 * 1024**4)])
+def test_the_cache_size_setting_is_checked_at_startup(raw: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        ServerConfig.load({}, env={"METASTORE_ICEBERG_LOAD_CACHE_BYTES": raw})
+    assert str(refused.value).startswith("METASTORE_ICEBERG_LOAD_CACHE_BYTES: ")
+    assert ServerConfig.load({}, env={"METASTORE_ICEBERG_LOAD_CACHE_BYTES": "0"})
