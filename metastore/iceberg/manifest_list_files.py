@@ -3,12 +3,12 @@
 pyiceberg's ``write_manifest_list`` encodes every manifest it writes, one record at
 a time in Python, and a rebase writes the whole of the head's list again: the cost
 of each append would grow with the table's history. For a version 2 table this
-module writes the file with pyiceberg's own Avro pieces instead (``AvroOutputFile``
-with the file schema, record schema and header fields of its
-``ManifestListWriterV2``), as one block: the snapshot's own manifests encoded here,
-then the head's records as they were encoded when the head's list was written on
-this node (``ManifestLists`` keeps them), or encoded once if the head's list was
-read. The file reads back (``read_manifest_list``) as the list
+module writes the file with pyiceberg's own Avro pieces instead (the record writer,
+file schema and header fields of its ``ManifestListWriterV2``, made once), as one
+Avro block: the snapshot's own manifests encoded here, then the head's records as
+they were encoded when the head's list was written on this node
+(``ManifestLists`` keeps them), or encoded once if the head's list was read. The
+file reads back (``read_manifest_list``) as the list
 ``write_manifest_list`` would have written. Other format versions go through
 ``write_manifest_list`` and are not kept encoded.
 """
@@ -16,12 +16,21 @@ read. The file reads back (``read_manifest_list``) as the list
 from __future__ import annotations
 
 import io
+import json
+import os
 from collections.abc import Iterable, Sequence
 from copy import copy
+from functools import cache
 
-from pyiceberg.avro.codecs import AVRO_CODEC_KEY, AvroCompressionCodec
+from pyiceberg.avro.codecs import (
+    AVRO_CODEC_KEY,
+    CODEC_MAPPING_ICEBERG_TO_AVRO,
+    KNOWN_CODECS,
+    AvroCompressionCodec,
+)
 from pyiceberg.avro.encoder import BinaryEncoder
-from pyiceberg.avro.file import AvroOutputFile
+from pyiceberg.avro.file import MAGIC, META_SCHEMA, SYNC_SIZE, AvroFileHeader
+from pyiceberg.avro.resolver import construct_writer, resolve_writer
 from pyiceberg.avro.writer import Writer
 from pyiceberg.io import OutputFile
 from pyiceberg.manifest import (
@@ -32,11 +41,13 @@ from pyiceberg.manifest import (
     write_manifest_list,
 )
 from pyiceberg.typedef import TableVersion
+from pyiceberg.utils.schema_conversion import AvroSchemaConversion
 
 from metastore.iceberg.manifest_lists import Listed
 
 ENCODED_VERSION = 2  # the format version whose lists are written from encoded records
 SCHEMA_NAME = "manifest_file"  # the Avro record name pyiceberg's writers give
+AVRO_SCHEMA_KEY = "avro.schema"  # the Avro container's header entry for the file schema
 
 
 def write(
@@ -63,28 +74,50 @@ def write(
         ) as writer:
             writer.add_manifests([*own, *head.manifests])
         return None
+    records, header, schema = _layout()
+    avro_codec = CODEC_MAPPING_ICEBERG_TO_AVRO.get(codec, codec)
+    if avro_codec not in KNOWN_CODECS:
+        raise ValueError(f"Unsupported codec: {avro_codec}")  # as pyiceberg's writer
     meta = {
         "snapshot-id": str(snapshot_id),
         "parent-snapshot-id": str(parent_snapshot_id),
         "sequence-number": str(sequence_number),
         "format-version": str(ENCODED_VERSION),
-        AVRO_CODEC_KEY: codec,
+        AVRO_SCHEMA_KEY: schema,
+        AVRO_CODEC_KEY: avro_codec,
     }
-    out = AvroOutputFile[ManifestFile](
-        output_file=output,
-        record_schema=MANIFEST_LIST_FILE_SCHEMAS[DEFAULT_READ_VERSION],
-        file_schema=MANIFEST_LIST_FILE_SCHEMAS[ENCODED_VERSION],
-        schema_name=SCHEMA_NAME,
-        metadata=meta,
-    )
     assigned = tuple(_assigned(m, sequence_number) for m in own)
     tail = head.encoded if head.version == ENCODED_VERSION else None
     if tail is None:
-        tail = encode(out.writer, head.manifests)
-    records = encode(out.writer, assigned) + tail
-    with out:
-        _block(out, len(assigned) + len(head.manifests), records)
-    return Listed((*assigned, *head.manifests), records, ENCODED_VERSION)
+        tail = encode(records, head.manifests)
+    body = encode(records, assigned) + tail
+    compressor = KNOWN_CODECS[avro_codec]  # (checked above)
+    content = compressor.compress(body)[0] if compressor is not None else body
+    sync = os.urandom(SYNC_SIZE)
+    stream = output.create(overwrite=True)
+    try:
+        encoder = BinaryEncoder(stream)
+        header.write(encoder, AvroFileHeader(MAGIC, meta, sync))
+        encoder.write_int(len(assigned) + len(head.manifests))  # one block: every record
+        encoder.write_int(len(content))
+        encoder.write(content)
+        encoder.write(sync)
+    finally:
+        stream.close()
+    return Listed((*assigned, *head.manifests), body, ENCODED_VERSION)
+
+
+@cache
+def _layout() -> tuple[Writer, Writer, str]:
+    """A version 2 list's record writer (pyiceberg's ``ManifestListWriterV2``'s), the
+    Avro container's header writer, and the file schema as the header names it: the
+    same for every list, made once."""
+    file_schema = MANIFEST_LIST_FILE_SCHEMAS[ENCODED_VERSION]
+    records = resolve_writer(
+        record_schema=MANIFEST_LIST_FILE_SCHEMAS[DEFAULT_READ_VERSION], file_schema=file_schema
+    )
+    avro = AvroSchemaConversion().iceberg_to_avro(file_schema, schema_name=SCHEMA_NAME)
+    return records, construct_writer(META_SCHEMA), json.dumps(avro)
 
 
 def encode(writer: Writer, manifests: Iterable[ManifestFile]) -> bytes:
@@ -94,21 +127,6 @@ def encode(writer: Writer, manifests: Iterable[ManifestFile]) -> bytes:
     for manifest in manifests:
         writer.write(encoder, manifest)
     return buffer.getvalue()
-
-
-def _block(out: AvroOutputFile[ManifestFile], count: int, records: bytes) -> None:
-    """One Avro data block of ``count`` encoded ``records``, compressed with the file's
-    codec (as ``AvroOutputFile.write_block`` frames one)."""
-    out.encoder.write_int(count)
-    codec = out.compression_codec()
-    if codec is not None:
-        content, length = codec.compress(records)
-        out.encoder.write_int(length)
-        out.encoder.write(content)
-    else:
-        out.encoder.write_int(len(records))
-        out.encoder.write(records)
-    out.encoder.write(out.sync_bytes)
 
 
 def _assigned(manifest: ManifestFile, sequence_number: int) -> ManifestFile:

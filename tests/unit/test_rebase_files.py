@@ -14,10 +14,12 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from pyiceberg.avro.codecs import AvroCompressionCodec
+from pyiceberg.avro.file import AvroFile
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import CommitStateUnknownException
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import (
+    MANIFEST_LIST_FILE_SCHEMAS,
     UNASSIGNED_SEQ,
     ManifestFile,
     read_manifest_list,
@@ -162,6 +164,13 @@ def test_encoded_list_matches_pyiceberg_writer(tmp_path: Path) -> None:
             writer.add_manifests([unassigned, *before])
         assert written is not None and written.manifests[0].sequence_number == 99
         assert _read(table.io, ours) == _read(table.io, theirs) == written.manifests
+        assert _header(table.io, ours) == _header(table.io, theirs)
+
+
+def _header(io: FileIO, location: str) -> dict[str, str]:
+    """The Avro container's header entries (file schema, codec, snapshot ids...)."""
+    with AvroFile[ManifestFile](io.new_input(location), MANIFEST_LIST_FILE_SCHEMAS[2]) as file:
+        return file.header.meta
 
 
 def test_version_1_lists_are_written_but_not_kept(tmp_path: Path) -> None:
