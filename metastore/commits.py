@@ -86,6 +86,7 @@ from metastore.store import CatalogObjects, Objects, StagedObjects
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_OBJECT_BYTES = 1024 * 1024
+STRIPE_ENCODINGS = 64  # stripe encodings kept for the next spill (at most ~0.3 MB each)
 
 
 class RefAction(Enum):
@@ -217,6 +218,9 @@ class CommitLogic:
         self._limits = limits
         self._entity_limits = entity_limits
         self._encodings = RecentEncodings()
+        # the stripes spills wrote lately (by object id): the next spill into one of them
+        # encodes only what it changes
+        self._stripes = RecentEncodings(capacity=STRIPE_ENCODINGS)
 
     def prepare(
         self, objects: StagedObjects, head: Commit | None, request: CommitRequest, now_us: int
@@ -242,7 +246,9 @@ class CommitLogic:
         for new in request.objects:
             self._stage(objects, new.type, new.id, new.data, new.value, now_us)
         previous = self._encodings.get(head.id) if head is not None else None
-        built = index.build(self._limits.index, self._ids.next_id, previous)
+        built = index.build(self._limits.index, self._ids.next_id, previous, self._stripes.get)
+        for stripe_id, stripe in built.stripe_encodings.items():
+            self._stripes.put(stripe_id, stripe)
         for stripe_id, entries in built.new_stripes:
             data = stripe_encode(self._codec, entries, built.stripe_data.get(stripe_id))
             self._stage(objects, INDEX.name, stripe_id, data, entries, now_us)

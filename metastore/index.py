@@ -104,6 +104,7 @@ def entries_size(entries: Sequence[Entry]) -> int:
 # --- reading -------------------------------------------------------------------------
 
 StripeLoader = Callable[[int], Sequence[Entry]]
+StripeEncodings = Callable[[int], EncodedIndex | None]  # a stripe's encoding, if known
 
 
 class IndexView:
@@ -196,6 +197,7 @@ class BuiltIndex:
     new_stripes: list[tuple[int, list[Entry]]]  # (object id, entries) to write
     encoded: EncodedIndex  # ``embedded``'s Avro bytes, for the commit record
     stripe_data: Mapping[int, bytes] = field(default_factory=dict)  # new stripe -> its bytes
+    stripe_encodings: Mapping[int, EncodedIndex] = field(default_factory=dict)  # the same
 
 
 class IndexUpdate:
@@ -241,9 +243,11 @@ class IndexUpdate:
         limits: IndexLimits,
         new_id: Callable[[], int],
         previous: EncodedIndex | None = None,
+        stripe_encoding: StripeEncodings = lambda _: None,
     ) -> BuiltIndex:
         """The next commit's index. ``previous`` is the base's encoded embedded index, if
-        known: its unchanged entries are not encoded again (``metastore.index_codec``)."""
+        known: its unchanged entries are not encoded again (``metastore.index_codec``);
+        ``stripe_encoding`` gives a stripe's, if known, for the same use in a spill."""
         stripes = list(self._base.stripes) if self._base is not None else []
         base_embedded = self._base.embedded if self._base is not None else []
         if previous is not None and len(previous.entries) == len(base_embedded):
@@ -263,8 +267,21 @@ class IndexUpdate:
         kept = own_encoded if keep else encode_index(keep)
         kept_keys = {k for k, _ in keep}
         spill = [(k, v) for k, v in embedded if k not in kept_keys]
-        new_stripes, written, data = _spill(stripes, spill, limits, self._load, new_id)
-        return BuiltIndex(keep, len(kept.data), new_stripes, written, kept, data)
+        spilled = _spill(stripes, spill, limits, self._load, new_id, stripe_encoding)
+        return BuiltIndex(
+            keep,
+            len(kept.data),
+            spilled.stripes,
+            [(obj_id, encoded.entries) for obj_id, encoded in spilled.written.items()],
+            kept,
+            {obj_id: encoded.data for obj_id, encoded in spilled.written.items()},
+            spilled.written,
+        )
+
+
+class _Spilled(NamedTuple):
+    stripes: list[StripeRef]
+    written: dict[int, EncodedIndex]  # the new stripes, by object id
 
 
 def _spill(
@@ -273,32 +290,42 @@ def _spill(
     limits: IndexLimits,
     load: StripeLoader,
     new_id: Callable[[], int],
-) -> tuple[list[StripeRef], list[tuple[int, list[Entry]]], dict[int, bytes]]:
-    """Merge ``spill`` into the stripes; rewrite only the stripes it touches. Returns the
-    stripes, the new ones' entries and the new ones' Avro bytes."""
+    stripe_encoding: StripeEncodings,
+) -> _Spilled:
+    """Merge ``spill`` into the stripes; rewrite only the stripes it touches.
+
+    A touched stripe whose encoding is known (``stripe_encoding``: the stripes this
+    node wrote lately) and that only gains or changes keys is encoded from it, its
+    unchanged entries keeping their bytes; otherwise it is loaded, merged and encoded
+    whole. Either way the bytes are the same.
+    """
     firsts = [s.first for s in stripes]
     touched: dict[int, list[Entry]] = {}
     for key, value in spill:
         pos = max(bisect.bisect_right(firsts, key) - 1, 0) if stripes else -1
         touched.setdefault(pos, []).append((key, value))
     result: list[StripeRef] = []
-    written: list[tuple[int, list[Entry]]] = []
-    data: dict[int, bytes] = {}
+    written: dict[int, EncodedIndex] = {}
 
-    def emit(entries: list[Entry]) -> None:
-        for chunk, encoded in _split(entries, limits.stripe_max):
+    def emit(encodings: list[EncodedIndex]) -> None:
+        for encoded in encodings:
             obj_id = new_id()
-            written.append((obj_id, chunk))
-            data[obj_id] = encoded
-            result.append(StripeRef(chunk[0][0], chunk[-1][0], obj_id))
+            written[obj_id] = encoded
+            result.append(StripeRef(encoded.keys[0], encoded.keys[-1], obj_id))
 
     if not stripes:
-        emit([(k, v) for k, v in touched.get(-1, []) if v is not None])
-        return result, written, data
+        emit(_split([(k, v) for k, v in touched.get(-1, []) if v is not None], limits.stripe_max))
+        return _Spilled(result, written)
     for pos, stripe in enumerate(stripes):
         changes = touched.get(pos)
         if changes is None:
             result.append(stripe)
+            continue
+        known = stripe_encoding(stripe.id)
+        if known is not None and all(value is not None for _, value in changes):
+            encoded = encode_changed(known, dict(changes))
+            fits = len(encoded.data) <= limits.stripe_max
+            emit([encoded] if fits else _split(encoded.entries, limits.stripe_max))
             continue
         current = dict(load(stripe.id))
         for key, value in changes:
@@ -306,19 +333,18 @@ def _spill(
                 current.pop(key, None)
             else:
                 current[key] = value
-        emit(sorted(current.items()))
-    return result, written, data
+        emit(_split(sorted(current.items()), limits.stripe_max))
+    return _Spilled(result, written)
 
 
-def _split(entries: list[Entry], stripe_max: int) -> list[tuple[list[Entry], bytes]]:
-    """``entries`` in stripes of at most about ``stripe_max`` bytes, each with its bytes."""
+def _split(entries: list[Entry], stripe_max: int) -> list[EncodedIndex]:
+    """``entries`` in stripes of at most about ``stripe_max`` bytes, each encoded."""
     if not entries:
         return []
     whole = encode_index(entries)
     size = len(whole.data)
     if size <= stripe_max:
-        return [(entries, whole.data)]
+        return [whole]
     parts = math.ceil(size / (stripe_max * 0.75))
     per = math.ceil(len(entries) / parts)
-    chunks = [entries[i : i + per] for i in range(0, len(entries), per)]
-    return [(chunk, encode_index(chunk).data) for chunk in chunks]
+    return [encode_index(entries[i : i + per]) for i in range(0, len(entries), per)]
