@@ -14,7 +14,9 @@ identifier needs a name, not the entity), in a call that checks the catalog too.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Sequence
+from json.encoder import encode_basestring_ascii
 
 from aiohttp import web
 
@@ -52,6 +54,17 @@ def names(
     prefix = kind_prefix(parent, kind)
     found = (key[len(prefix) :].decode() for key, _ in view.items(prefix))
     return [name for name in found if shows(name)]
+
+
+def identifiers_json(namespace: tuple[str, ...], names: Sequence[str]) -> str:
+    """The whole listing's answer, ``{"identifiers": [...], "next-page-token": null}``,
+    as JSON text: the names encoded one by one around the namespace encoded once (the
+    same text ``json.dumps`` writes, without a dict per table)."""
+    levels = json.dumps(list(namespace))
+    items = ", ".join(
+        f'{{"namespace": {levels}, "name": {encode_basestring_ascii(name)}}}' for name in names
+    )
+    return f'{{"identifiers": [{items}], "next-page-token": null}}'
 
 
 def everything(

@@ -79,9 +79,8 @@ async def list_identifiers(request: web.Request, kind: Kind) -> web.Response:
             listing.names, call.metastore, call.tenant, call.catalog, parent, kind, shown.shows
         )
         assert isinstance(parent, tuple)  # else the read raised it
-        levels = list(parent)
-        identifiers = [{"namespace": levels, "name": name} for name in found]
-        return json_response({"identifiers": identifiers, "next-page-token": None})
+        text = listing.identifiers_json(parent, found)
+        return web.Response(text=text, content_type="application/json")
     call = await Call.of(request)
     namespace = params.namespace(request)
     token, size = params.page(request)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import quote, urlparse
 
 import pytest
 import requests
@@ -327,6 +327,22 @@ def test_each_caller_gets_the_current_credentials_of_its_own_access(node: Node) 
             Bucket=node.bucket, Key=key, Body=b""
         )
     assert "storage-credentials" not in _load(node, node.vending, name)  # none unasked
+
+
+def test_a_listing_answers_every_name_as_it_was_given(node: Node) -> None:
+    namespace = f"n{uuid.uuid4().hex[:8]}"
+    for levels in ([namespace], [namespace, 'é"x']):
+        node.ok("POST", f"/v1/{node.files}/namespaces", json={"namespace": levels})
+    path = f"/v1/{node.files}/namespaces/{namespace}%1F%C3%A9%22x/tables"
+    names = ['q"uote', "ünï ✓", "sp ace", "li\u2028ne", "x" * 200]
+    for name in names:
+        node.ok("POST", path, json={"name": name, "schema": SCHEMA_JSON})
+    listed = node.ok("GET", path).json()
+    assert listed["next-page-token"] is None
+    expected = [{"namespace": [namespace, 'é"x'], "name": name} for name in sorted(names)]
+    assert sorted(listed["identifiers"], key=lambda i: i["name"]) == expected
+    node.ok("DELETE", f"{path}/{quote(names[0], safe='')}", 204)
+    assert len(node.ok("GET", path).json()["identifiers"]) == len(names) - 1
 
 
 @pytest.mark.parametrize("raw", ["-1", "2e9", "lots", str(2 * 1024**4)])
