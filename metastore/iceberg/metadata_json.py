@@ -13,7 +13,8 @@ A commit's metadata repeats its base's snapshots, and serializing a snapshot
 long history. pyiceberg's updates never copy the snapshots they keep, so a
 commit on a version this node committed (``metadata_document`` with its base and
 the base's snapshots' JSON) serializes only the snapshot objects it does not
-share with its base, with the rest of the file, as always. The JSON is
+share with its base, with the rest of the file, as always, and writes the text of
+the ones it shares as the base's file had it. The JSON is
 the same; only the text's spelling may differ where two serializers spell the
 same value differently.
 """
@@ -21,7 +22,8 @@ same value differently.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pyiceberg.table.metadata import TableMetadata, TableMetadataV3
@@ -41,35 +43,79 @@ def metadata_text(metadata: TableMetadata) -> str:
     return _text(_v3_json(metadata))
 
 
+@dataclass(frozen=True, slots=True)
+class SnapshotsJson:
+    """A version's snapshots as its metadata file has them: each one's JSON value and,
+    when known, its JSON text (both aligned with the model's ``snapshots``)."""
+
+    items: Sequence[Json]
+    texts: Sequence[str] | None
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataFile:
+    """A version's metadata.json: its text, its JSON value, and its snapshots' JSON
+    (for the next commit on this version, ``metadata_document``'s ``base_snapshots``)."""
+
+    text: str
+    document: Json
+    snapshots: SnapshotsJson
+
+
 def metadata_document(
     metadata: TableMetadata,
     base: TableMetadata | None = None,
-    base_snapshots: Sequence[Json] | None = None,
-) -> tuple[str, Json]:
-    """The metadata.json text of ``metadata`` and its JSON value. ``base`` and
-    ``base_snapshots``: an earlier version of the same format version and its
-    snapshots' JSON as serialized from those very snapshot objects; the ones
-    ``metadata`` shares are not serialized again (how a snapshot is written depends on
-    the format version alone: version 1 leaves out its sequence number)."""
+    base_snapshots: SnapshotsJson | None = None,
+) -> MetadataFile:
+    """The metadata.json of ``metadata``. ``base`` and ``base_snapshots``: an earlier
+    version of the same format version and its snapshots' JSON as serialized from
+    those very snapshot objects; the ones ``metadata`` shares are not serialized again
+    (how a snapshot is written depends on the format version alone: version 1 leaves
+    out its sequence number), and their text is reused when known."""
     if (
         base is None
         or base_snapshots is None
         or base.format_version != metadata.format_version
-        or len(base.snapshots) != len(base_snapshots)
+        or len(base.snapshots) != len(base_snapshots.items)
     ):
-        text = metadata_text(metadata)
-        return text, json.loads(text)
+        return _full(metadata)
     # ids of live objects are unique: ``base`` holds its snapshots for this whole call
-    known = {id(s): item for s, item in zip(base.snapshots, base_snapshots, strict=True)}
+    known = {id(s): i for i, s in enumerate(base.snapshots)}
     fresh = [s for s in metadata.snapshots if id(s) not in known]
     shell = metadata.model_copy(update={"snapshots": fresh})  # the rest, serialized as always
     if isinstance(shell, TableMetadataV3):
         document = _v3_json(shell)
     else:
         document = json.loads(shell.model_dump_json())
-    written = iter(document.get(SNAPSHOTS, ()))
-    document[SNAPSHOTS] = [known.get(id(s)) or next(written) for s in metadata.snapshots]
-    return _text(document), document
+    if SNAPSHOTS not in document:  # a serializer that leaves it out: no shortcut
+        return _full(metadata)
+    written = iter(document[SNAPSHOTS])
+    items: list[Json] = []
+    texts: list[str] = []
+    for snapshot in metadata.snapshots:
+        i = known.get(id(snapshot))
+        item = next(written) if i is None else base_snapshots.items[i]
+        reused = None if i is None or base_snapshots.texts is None else base_snapshots.texts[i]
+        items.append(item)
+        texts.append(reused if reused is not None else _text(item))
+    document[SNAPSHOTS] = items
+    text = _joined(document, {SNAPSHOTS: "[" + ",".join(texts) + "]"})
+    return MetadataFile(text, document, SnapshotsJson(items, texts))
+
+
+def _full(metadata: TableMetadata) -> MetadataFile:
+    text = metadata_text(metadata)
+    document = json.loads(text)
+    return MetadataFile(text, document, SnapshotsJson(document.get(SNAPSHOTS, []), None))
+
+
+def _joined(document: Json, written: Mapping[str, str]) -> str:
+    """``_text(document)``, with the text of the fields in ``written`` as given."""
+    fields = (
+        f"{_text(name)}:{written[name] if name in written else _text(value)}"
+        for name, value in document.items()
+    )
+    return "{" + ",".join(fields) + "}"
 
 
 def _v3_json(metadata: TableMetadataV3) -> Json:
@@ -81,5 +127,5 @@ def _v3_json(metadata: TableMetadataV3) -> Json:
     return data
 
 
-def _text(data: Json) -> str:
+def _text(data: Any) -> str:
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)

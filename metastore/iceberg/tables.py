@@ -61,11 +61,11 @@ from metastore.iceberg.column_defaults import with_defaults
 from metastore.iceberg.files import TableFiles, Warehouse
 from metastore.iceberg.lineage import INITIAL_ROW_ID, check_format_version
 from metastore.iceberg.manifest_lists import ManifestLists
-from metastore.iceberg.metadata_json import metadata_document
+from metastore.iceberg.metadata_json import MetadataFile, SnapshotsJson, metadata_document
 from metastore.iceberg.purge import Purge, PurgeCounters, PurgeReport
 from metastore.iceberg.table_paths import added_paths, check_paths, check_properties
 from metastore.iceberg.turns import Turns
-from metastore.iceberg.updates import ModelCache, ModelKey, SnapshotsJson, apply_updates
+from metastore.iceberg.updates import ModelCache, ModelKey, apply_updates
 from metastore.keys import EntityKey, Kind
 from metastore.location_index import Records
 from metastore.locations import normalize
@@ -404,7 +404,7 @@ class Tables:
         prepared = _Prepared(self.warehouse.files(tenant, catalog))
         document = metadata_document(metadata)  # before any file: a refused one writes nothing
         if write_file:
-            prepared.io.write_text(document[0], metadata_location)
+            prepared.io.write_text(document.text, metadata_location)
             prepared.files.append(metadata_location)
         try:
             self._stage(
@@ -523,7 +523,7 @@ class Tables:
         check_paths(added_paths(new, base, previous), location)
         location = self.warehouse.new_metadata_location(new, previous)
         document = metadata_document(new, base, base_snapshots)  # the spec's JSON, as written
-        files.write_text(document[0], location)
+        files.write_text(document.text, location)
         prepared.files.append(location)
         self._stage(tenant, catalog, change.key, current, new, location, prepared, document)
 
@@ -569,9 +569,9 @@ class Tables:
         new: TableMetadata,
         metadata_location: str,
         prepared: _Prepared,
-        document: tuple[str, dict[str, Any]],
+        document: MetadataFile,
     ) -> None:
-        text, metadata = document  # ``metadata_document``
+        text, metadata = document.text, document.document
         split = pieces.split(
             self._codec,
             pieces.TABLE_LAYOUT,
@@ -601,8 +601,8 @@ class Tables:
         )
         if current is not None:  # what loads of the new version read (a create's id is unknown)
             entity_id, version = current.entity.entity_id, current.entity.version + 1
-            snapshots = metadata.get("snapshots")
-            prepared.models.append(((tenant, catalog, entity_id, version), new, snapshots))
+            version_key = (tenant, catalog, entity_id, version)
+            prepared.models.append((version_key, new, document.snapshots))
             answer = AnswerKey.of(
                 tenant, catalog, entity_id, version, metadata_location, properties, "all"
             )

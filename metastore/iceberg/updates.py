@@ -19,7 +19,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil, TableMetadataV3
 from pyiceberg.table.update import (
@@ -34,9 +33,9 @@ from pyiceberg.table.update import (
 from pyiceberg.utils.datetime import datetime_to_millis
 
 from metastore.iceberg import lineage
+from metastore.iceberg.metadata_json import SnapshotsJson
 
 ModelKey = tuple[str, str, int, int]  # tenant, catalog, entity id, entity version
-SnapshotsJson = Sequence[dict[str, Any]]  # a version's snapshots as its file has them
 
 
 def apply_updates(
