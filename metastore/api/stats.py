@@ -5,10 +5,11 @@ from __future__ import annotations
 from aiohttp import web
 
 from metastore.api.native_gc import gc_stats
-from metastore.api.typedefs import CLUSTER, ICEBERG, METASTORE, ROUTING_STATS
+from metastore.api.typedefs import CLUSTER, ICEBERG, METASTORE, PERSISTENCE, ROUTING_STATS
 from metastore.cache import ObjectCache
 from metastore.commits import Committer
 from metastore.lanes import CommitLanes
+from metastore.persistence.rocksdb import RocksDBPersistence
 
 
 def engine_stats(
@@ -24,6 +25,10 @@ def engine_stats(
         "metastore_cache_misses_total": ("counter", "object cache misses", cache.misses),
         "metastore_cache_bytes": ("gauge", "bytes of cached objects", cache.size_bytes),
     }
+    persistence = app.get(PERSISTENCE)
+    if isinstance(persistence, RocksDBPersistence):  # embedded, --fsync: the group syncs
+        syncs = ("counter", "WAL fsyncs made for commits", persistence.syncs)
+        stats["metastore_wal_syncs_total"] = syncs
     metastore = app.get(METASTORE)
     if metastore is not None:
         stats |= gc_stats(metastore)

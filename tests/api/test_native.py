@@ -64,6 +64,8 @@ async def test_health_and_metrics(api: Api) -> None:
         if line and not line.startswith("#")
     }
     assert values["metastore_commits_total"] >= 2, values  # the bootstrap tenant and catalog
+    # an embedded node with fsync on (the default): commits share WAL fsyncs, never more
+    assert 1 <= values["metastore_wal_syncs_total"] <= values["metastore_commits_total"], values
 
 
 # --- tenants and catalogs ---------------------------------------------------------------
