@@ -18,7 +18,7 @@ from metastore.api.principal import PRINCIPAL as PRINCIPAL  # the auth middlewar
 from metastore.api.principal import caller, principal_of
 from metastore.api.typedefs import CONFIG, ICEBERG, METASTORE
 from metastore.api.validation import body_of, off_loop, read_json
-from metastore.errors import BadRequest, ValidationFailed
+from metastore.errors import BadRequest, MetastoreError, ValidationFailed
 from metastore.iceberg.idempotency import Idempotency
 from metastore.iceberg.prefixes import decode_prefix, decode_warehouse
 from metastore.iceberg.services import Iceberg
@@ -45,19 +45,28 @@ class Call:
     async def of(cls, request: web.Request) -> Call:
         if isinstance(call := request.get(_CALL), Call):
             return call
-        call = cls.unchecked(request)
-        await call.metastore.read(call.metastore.get_ref, call.tenant, call.catalog)  # 404
+        tenant, catalog = catalog_of(request)
+        metastore = request.app[METASTORE]
+        await metastore.read(metastore.get_ref, tenant, catalog)  # 404 for an unknown prefix
+        call = cls._build(request, tenant, catalog)
         request[_CALL] = call
         return call
 
     @classmethod
-    def unchecked(cls, request: web.Request) -> Call:
+    async def unchecked(cls, request: web.Request) -> Call:
         """The ``Call`` of a handler whose first read in its worker thread checks the
         catalog itself (``Metastore.get_ref``: the unknown prefix's 404 first), saving
-        the thread hand-off ``of`` spends on that check alone."""
-        app = request.app
+        the thread hand-off ``of`` spends on that check alone. A request ``of`` would
+        refuse after that check (a malformed ``Idempotency-Key``) goes through ``of``."""
         tenant, catalog = catalog_of(request)
-        metastore, iceberg = app[METASTORE], app[ICEBERG]
+        try:
+            return cls._build(request, tenant, catalog)
+        except MetastoreError:
+            return await cls.of(request)
+
+    @classmethod
+    def _build(cls, request: web.Request, tenant: str, catalog: str) -> Call:
+        metastore, iceberg = request.app[METASTORE], request.app[ICEBERG]
         idempotency = Idempotency.of(request, metastore, iceberg.warehouse, tenant, catalog)
         return cls(metastore, iceberg, tenant, catalog, principal_of(request), idempotency)
 

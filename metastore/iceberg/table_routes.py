@@ -70,7 +70,7 @@ async def list_identifiers(request: web.Request, kind: Kind) -> web.Response:
     the client pages, else all of them (``metastore.iceberg.listing``)."""
     shown = visible(request)  # what the caller may see (metastore.api.access)
     if not listing.pages(request):  # names alone, in one read that checks the catalog too
-        call = Call.unchecked(request)
+        call = await Call.unchecked(request)
         try:
             parent: tuple[str, ...] | MetastoreError = params.namespace(request)
         except MetastoreError as problem:  # answered after an unknown catalog's 404
@@ -194,7 +194,7 @@ async def register_table(request: web.Request) -> web.Response:
 @routes.get(TABLE, allow_head=False)
 async def load_table(request: web.Request) -> web.Response:
     """One read in a worker thread answers it all (``metastore.iceberg.loads``)."""
-    call = Call.unchecked(request)
+    call = await Call.unchecked(request)
     try:
         ask: loads.LoadAsk | MetastoreError = _load_ask(request, call)
     except MetastoreError as problem:  # answered after an unknown catalog's 404

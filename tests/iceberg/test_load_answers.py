@@ -25,7 +25,7 @@ from harness.s3 import Keys, S3Process
 from metastore.config import ServerConfig
 from metastore.config_rules import ConfigError
 
-from .support import SCHEMA
+from .support import SCHEMA, assert_error
 
 SCHEMA_JSON = json.loads(SCHEMA.model_dump_json())
 SECRETS_ENV = "METASTORE_STORAGE_CREDENTIALS_ANSWERS"
@@ -351,3 +351,25 @@ def test_the_cache_size_setting_is_checked_at_startup(raw: str) -> None:
         ServerConfig.load({}, env={"METASTORE_ICEBERG_LOAD_CACHE_BYTES": raw})
     assert str(refused.value).startswith("METASTORE_ICEBERG_LOAD_CACHE_BYTES: ")
     assert ServerConfig.load({}, env={"METASTORE_ICEBERG_LOAD_CACHE_BYTES": "0"})
+
+
+def test_an_unknown_catalog_is_a_404_before_what_else_the_request_gets_wrong(node: Node) -> None:
+    """A load and a listing check the catalog in the read that answers them, and still
+    answer in the order every Iceberg route does: the catalog's 404 first."""
+    name = f"t{uuid.uuid4().hex[:8]}"
+    _create(node, node.files, name)
+    bad_key = {"Idempotency-Key": "not a key!"}
+    for catalog, status in (("nosuchcatalog", 404), (node.files, 400)):
+        table = f"{_tables(catalog)}/{name}"
+        for reply in (
+            node.call("GET", table, params={"snapshots": "some"}),
+            node.call("GET", table, headers=bad_key),
+            node.call("GET", _tables(catalog), headers=bad_key),
+        ):
+            assert_error(reply, status)
+    assert_error(
+        node.call("GET", f"{_tables(node.files)}/nosuchtable"), 404, "NoSuchTableException"
+    )
+    assert_error(node.call("GET", f"/v1/{node.files}/namespaces/{'x' * 300}/tables"), 400)
+    missing = node.call("GET", f"/v1/{node.files}/namespaces/nosuchnamespace/tables")
+    assert_error(missing, 404, "NoSuchNamespaceException")
