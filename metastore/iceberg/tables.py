@@ -465,13 +465,15 @@ class Tables:
                 return prepared.results
 
     def _warm(self, tenant: str, catalog: str, change: TableChange) -> None:
-        """Read the manifest list of an append waiting for its turn (``rebase.warm``)."""
+        """Read the manifest list of an append waiting for its turn (``rebase.warm``), on
+        a table that may rebase it."""
         try:
             entity = self._metastore.get_entity(tenant, catalog, change.key)
+            settings = self._metastore.get_catalog(tenant, catalog).properties
             location = self.core_of(tenant, catalog, entity).get("location")
         except MetastoreError:  # best effort: the commit itself answers what is wrong
             return
-        if isinstance(location, str):
+        if rebase.enabled(entity.properties, settings) and isinstance(location, str):
             io = self.warehouse.files(tenant, catalog).io
             rebase.warm(change.updates, location, io, self._manifest_lists)
 
