@@ -68,6 +68,7 @@ async def run_posts(
             server_commits=0,
             server_batches=0,
             commits_per_write=None,
+            commits_per_fsync=None,
             cas_retries=0,
             node_cpu=(cpu_seconds(pid) - cpu_before[0]) / elapsed,
             client_cpu=(cpu_seconds() - cpu_before[1]) / elapsed,
