@@ -22,6 +22,7 @@ from aiohttp import web
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
+from metastore.api.accept import Accept, compile_accept
 from metastore.errors import BadRequest, PayloadTooLarge, ValidationFailed
 from metastore.resources import schemas_dir
 
@@ -78,8 +79,25 @@ def validator(name: str) -> Draft202012Validator:
     return _validators()[name]
 
 
+@cache
+def _accepts() -> dict[str, Accept | None]:
+    """Each schema's fast acceptance check (``metastore.api.accept``), None where a
+    schema uses what that module does not implement."""
+    return {name: compile_accept(v.schema) for name, v in _validators().items()}
+
+
 def _reject_constant(value: str) -> Any:
     raise ValueError(f"{value} is not valid JSON")
+
+
+# one decoder for every body (``json.loads`` with an option builds a new one per call)
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _loads(raw: bytes) -> Any:
+    """``json.loads(raw, parse_constant=...)`` with the shared decoder: the same text
+    decoding (UTF-8, -16 or -32 as detected) and the same errors."""
+    return _DECODER.decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))
 
 
 async def receive(request: web.Request, limit: int, timeout: float) -> bytes:  # noqa: ASYNC109
@@ -131,13 +149,17 @@ def parse_json(raw: bytes, schema: str) -> dict[str, Any]:
     if not raw:
         raise BadRequest("request body is empty; a JSON object is required")
     try:
-        body = json.loads(raw, parse_constant=_reject_constant)
+        body = _loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadRequest(f"malformed JSON body: {exc}") from None
     except RecursionError:
         raise BadRequest("malformed JSON body: nested too deeply") from None
     if not isinstance(body, dict):
         raise BadRequest("the JSON body must be an object")
+    accept = _accepts()[schema]
+    if accept is not None and accept(body):
+        return body
+    # invalid (or not compiled): ``jsonschema`` decides, and words the error
     errors = sorted(validator(schema).iter_errors(body), key=lambda e: list(e.absolute_path))
     if errors:
         first = errors[0]
