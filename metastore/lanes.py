@@ -24,9 +24,13 @@ from metastore.metrics import CommitMetrics
 log = logging.getLogger(__name__)
 
 
+# a queued commit: its request, its caller's future, when it was submitted
+_Pending = tuple[CommitRequest, "asyncio.Future[CommitOutcome]", float]
+
+
 @dataclass
 class _Lane:
-    pending: list[tuple[CommitRequest, asyncio.Future[CommitOutcome]]] = field(default_factory=list)
+    pending: list[_Pending] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
 
 
@@ -50,16 +54,16 @@ class CommitLanes:
     async def submit(self, ref_key: RefKey, request: CommitRequest) -> CommitOutcome:
         if self._closing:
             raise ServiceUnavailable("shutting down; nothing was written, retry on another node")
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[CommitOutcome] = loop.create_future()
-        lane = self._lanes.setdefault(ref_key, _Lane())
-        lane.pending.append((request, future))
+        future: asyncio.Future[CommitOutcome] = asyncio.get_running_loop().create_future()
+        lane = self._lanes.get(ref_key)
+        if lane is None:
+            lane = self._lanes[ref_key] = _Lane()
+        lane.pending.append((request, future, time.perf_counter()))
         if lane.task is None:
             lane.task = asyncio.create_task(self._drain(ref_key, lane))
-        if self._metrics is not None:
-            future.add_done_callback(_Timed(self._metrics, time.perf_counter()))
-        # The commit proceeds even if this caller goes away: shield the shared future.
-        return await asyncio.shield(future)
+        # The future is this caller's alone: if the caller goes away it is cancelled, and
+        # the commit still proceeds (it is in the lane; the batch skips settling it).
+        return await future
 
     async def _drain(self, ref_key: RefKey, lane: _Lane) -> None:
         loop = asyncio.get_running_loop()
@@ -67,7 +71,7 @@ class CommitLanes:
             while lane.pending:
                 batch = lane.pending[: self._max_batch]
                 del lane.pending[: self._max_batch]
-                requests = [request for request, _ in batch]
+                requests = [request for request, _, _ in batch]
                 results: list[CommitOutcome | MetastoreError]
                 try:
                     results = await loop.run_in_executor(
@@ -79,14 +83,15 @@ class CommitLanes:
                 self.batches += 1
                 if self._metrics is not None:
                     self._metrics.group.observe(len(batch))
-                for (_, future), result in zip(batch, results, strict=True):
-                    if future.done():
-                        continue
+                    _observe(self._metrics, batch, results)
+                for (_, future, _), result in zip(batch, results, strict=True):
                     if isinstance(result, MetastoreError):
-                        future.set_exception(result)
+                        if not future.done():
+                            future.set_exception(result)
                     else:
                         self.commits += 1
-                        future.set_result(result)
+                        if not future.done():
+                            future.set_result(result)
         finally:
             lane.task = None
             if not lane.pending and self._lanes.get(ref_key) is lane:
@@ -100,17 +105,14 @@ class CommitLanes:
             await asyncio.gather(*tasks, return_exceptions=True)
 
 
-class _Timed:
-    """Observes one commit's latency when its future settles (it always does: a result,
-    an error, or the batch's unknown outcome), whether or not its caller still waits."""
-
-    __slots__ = ("_metrics", "_started")
-
-    def __init__(self, metrics: CommitMetrics, started: float) -> None:
-        self._metrics = metrics
-        self._started = started
-
-    def __call__(self, future: asyncio.Future[CommitOutcome]) -> None:
-        failed = future.cancelled() or future.exception() is not None
-        outcome = "failed" if failed else "committed"
-        self._metrics.latency.labels(outcome).observe(time.perf_counter() - self._started)
+def _observe(
+    metrics: CommitMetrics,
+    batch: list[_Pending],
+    results: list[CommitOutcome | MetastoreError],
+) -> None:
+    """Each commit's latency, from its submission to its outcome, whether or not its
+    caller still waits for it: committed, or failed (an error or an unknown outcome)."""
+    now = time.perf_counter()
+    committed, failed = metrics.latency.labels("committed"), metrics.latency.labels("failed")
+    for (_, _, started), result in zip(batch, results, strict=True):
+        (failed if isinstance(result, MetastoreError) else committed).observe(now - started)

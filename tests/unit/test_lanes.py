@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 
 import pytest
@@ -18,6 +19,7 @@ from metastore.errors import (
 )
 from metastore.keys import RefKey
 from metastore.lanes import CommitLanes
+from metastore.metrics import NodeMetrics
 from metastore.requirements import AssertNotExists
 from tests.unit.conftest import (
     MAIN,
@@ -168,3 +170,34 @@ async def test_close_refuses_new_submits_and_finishes_in_flight(
     assert head is not None and head.head == b.commit_id
     with pytest.raises(ServiceUnavailable):
         await lanes.submit(MAIN, CommitRequest())
+
+
+def _count(metrics: NodeMetrics, outcome: str) -> float:
+    value = metrics.registry.get_sample_value(
+        "metastore_commit_duration_seconds_count", {"outcome": outcome}
+    )
+    return value or 0.0
+
+
+async def test_every_commit_is_observed_whether_or_not_its_caller_waits(
+    db: Node, persistence: FaultyPersistence, executor: concurrent.futures.ThreadPoolExecutor
+) -> None:
+    metrics = NodeMetrics()
+    lanes = CommitLanes(db.committer, executor, metrics=metrics.commits)
+    gate = threading.Event()
+    persistence.gate = (MAIN, gate)
+    try:
+        gone = asyncio.create_task(lanes.submit(MAIN, create_request(table_key(DB, "gone"))))
+        await wait_blocked(persistence)
+        queued = asyncio.create_task(lanes.submit(MAIN, create_request(table_key(DB, "gone"))))
+        await asyncio.sleep(0)
+        gone.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+    finally:
+        gate.set()
+    with pytest.raises(AlreadyExists):  # the cancelled caller's table was created
+        await asyncio.wait_for(queued, 5)
+    await lanes.close()
+    assert (_count(metrics, "committed"), _count(metrics, "failed")) == (1, 1)
+    assert lanes.commits == 1 and lanes.batches == 2
