@@ -40,7 +40,7 @@ class Codec:
                 raise ValueError(f"unexpected schema file name: {path.name}")
             raw[(match["name"], int(match["version"]))] = json.loads(path.read_text())
         self._raw = raw
-        self._split: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._split: dict[tuple[str, str, str], tuple[Any, Any]] = {}
         self._schemas: dict[tuple[str, int], Any] = {}
         named: dict[str, Any] = {}
         pending = dict(raw)
@@ -89,14 +89,22 @@ class Codec:
             )
         return bytes((FORMAT,)) + version.to_bytes(2, "big") + body
 
-    def encode_around(self, name: str, record: Mapping[str, Any], field: str, raw: bytes) -> bytes:
-        """``encode(name, record)`` with ``field``'s value given as its Avro bytes ``raw``.
+    def encode_around(
+        self,
+        name: str,
+        record: Mapping[str, Any],
+        field: str,
+        raw: bytes,
+        through: str | None = None,
+    ) -> bytes:
+        """``encode(name, record)`` with ``field``'s value given as its Avro bytes ``raw``
+        (or the values of ``field`` through ``through``, consecutive fields, as theirs).
 
         An Avro record is its fields' encodings one after another, so the fields before
         and after ``field`` are written as two records of their own around ``raw``: the
         same bytes as a full encode, without writing ``field`` again (a commit's embedded
         index, mostly unchanged since its parent's: ``metastore.index_codec``)."""
-        before, after = self._around(name, field)
+        before, after = self._around(name, field, through or field)
         buf = io.BytesIO()
         buf.write(bytes((FORMAT,)) + self._current[name].to_bytes(2, "big"))
         schemaless_writer(buf, before, record)
@@ -104,12 +112,14 @@ class Codec:
         schemaless_writer(buf, after, record)
         return buf.getvalue()
 
-    def _around(self, name: str, field: str) -> tuple[Any, Any]:
-        split = self._split.get((name, field))
+    def _around(self, name: str, field: str, through: str) -> tuple[Any, Any]:
+        split = self._split.get((name, field, through))
         if split is None:
             schema = self._raw[(name, self._current[name])]
             names = [f["name"] for f in schema["fields"]]
-            at = names.index(field)
+            at, last = names.index(field), names.index(through)
+            if last < at:
+                raise ValueError(f"{name}: {through!r} comes before {field!r}")
 
             def part(suffix: str, fields: list[Any]) -> Any:
                 return parse_schema(
@@ -117,8 +127,9 @@ class Codec:
                     named_schemas={},
                 )
 
-            split = part("before", schema["fields"][:at]), part("after", schema["fields"][at + 1 :])
-            self._split[(name, field)] = split
+            fields = schema["fields"]
+            split = part("before", fields[:at]), part("after", fields[last + 1 :])
+            self._split[(name, field, through)] = split
         return split
 
     def decode(self, name: str, data: bytes) -> dict[str, Any]:

@@ -58,7 +58,7 @@ from metastore.errors import (
     ValidationFailed,
 )
 from metastore.ids import SnowflakeGenerator
-from metastore.index import IndexLimits, IndexUpdate
+from metastore.index import IndexLimits, IndexUpdate, RecentStripeRefs
 from metastore.index_codec import RecentEncodings
 from metastore.keys import (
     MAIN_REF,
@@ -221,6 +221,7 @@ class CommitLogic:
         # the stripes spills wrote lately (by object id): the next spill into one of them
         # encodes only what it changes
         self._stripes = RecentEncodings(capacity=STRIPE_ENCODINGS)
+        self._stripe_refs = RecentStripeRefs()  # each recent commit's stripe list, encoded
 
     def prepare(
         self, objects: StagedObjects, head: Commit | None, request: CommitRequest, now_us: int
@@ -252,6 +253,7 @@ class CommitLogic:
         for stripe_id, entries in built.new_stripes:
             data = stripe_encode(self._codec, entries, built.stripe_data.get(stripe_id))
             self._stage(objects, INDEX.name, stripe_id, data, entries, now_us)
+        stripes = tuple(built.stripes)
         commit = Commit(
             id=commit_id,
             parent=head.id if head is not None else 0,
@@ -261,13 +263,15 @@ class CommitLogic:
             operation=request.operation,
             changes=tuple(recorded),
             index=tuple(built.embedded),
-            stripes=tuple(built.stripes),
+            stripes=stripes,
             index_size=built.embedded_size,
             counts=counts,
         )
-        encoded = commit.encode(self._codec, built.encoded.data)
+        stripe_refs = self._stripe_refs.encoded(head.id if head is not None else None, stripes)
+        encoded = commit.encode(self._codec, built.encoded.data, stripe_refs)
         self._stage(objects, COMMIT.name, commit.id, encoded, commit, now_us)
         self._encodings.put(commit.id, built.encoded)
+        self._stripe_refs.put(commit.id, stripes, stripe_refs)
         return commit, results
 
     def _stage(
@@ -315,7 +319,7 @@ class CommitLogic:
             recorded.append(CommitChange(key.encode(), "DELETE"))
             key, action = change.key, "CREATE"
         elif isinstance(change, CreateEntity):
-            self._check_creatable(state, key)
+            self._check_creatable(state, key, current)
             action = "CREATE"
         elif current is None:
             raise not_found(key)
@@ -335,7 +339,7 @@ class CommitLogic:
         elif isinstance(change, RenameEntity):
             if change.to.kind is not key.kind:
                 raise ValidationFailed("rename cannot change the kind of an entity")
-            self._check_creatable(state, change.to)
+            self._check_creatable(state, change.to, state.get(change.to))
             if key.kind is Kind.NAMESPACE and state.has_children(key.path):
                 raise NotEmpty(f"cannot rename a non-empty namespace: {key.display()}")
             state.index.remove(key.encode())
@@ -392,12 +396,14 @@ class CommitLogic:
                 f"no dropped {change.key.kind.label} {change.key.display()}{which} "
                 "(never dropped, or purged, restored or collected since)"
             )
-        self._check_creatable(state, change.key)
+        self._check_creatable(state, change.key, state.get(change.key))
         state.index.remove(found.record.encode())
         return found.record, found.entity
 
-    def _check_creatable(self, state: _State, key: EntityKey) -> None:
-        if state.get(key) is not None:
+    def _check_creatable(self, state: _State, key: EntityKey, current: Entity | None) -> None:
+        """409 if ``key`` (``current``: its entity, as the caller read it from ``state``) or
+        its other kind's twin exists, 404 without its namespace."""
+        if current is not None:
             raise AlreadyExists(f"{key.kind.label} already exists: {key.display()}")
         if key.kind in (Kind.TABLE, Kind.VIEW):
             other = EntityKey(

@@ -15,13 +15,21 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 # The entry types are defined with their encoding and exported from here as well.
 from metastore.index_codec import TOMBSTONE as TOMBSTONE
-from metastore.index_codec import EncodedIndex, encode_changed, encode_index, shared_prefix
+from metastore.index_codec import (
+    EncodedIndex,
+    encode_changed,
+    encode_index,
+    shared_prefix,
+    zigzag,
+)
 from metastore.index_codec import Entry as Entry
 from metastore.index_codec import IndexValue as IndexValue
 
@@ -30,6 +38,53 @@ class StripeRef(NamedTuple):
     first: bytes
     last: bytes
     id: int
+
+
+def encode_stripe_refs(stripes: Sequence[StripeRef]) -> bytes:
+    """A commit's ``stripes`` field as Avro bytes (an array of ``StripeRef`` records),
+    byte for byte what the codec writes: one counted block, then the zero count.
+
+    Every commit records all its index's stripes, and they change only when a commit
+    spills: the engine writes them once per change (``RecentStripeRefs``) instead of
+    through the codec on every commit, where they cost more than the rest of the
+    record at a few thousand tables and grow with the catalog.
+    """
+    if not stripes:
+        return b"\x00"
+    out = [zigzag(len(stripes))]
+    for first, last, obj_id in stripes:
+        out += (zigzag(len(first)), first, zigzag(len(last)), last, zigzag(obj_id))
+    out.append(b"\x00")
+    return b"".join(out)
+
+
+class RecentStripeRefs:
+    """The stripe list of the last commits built and its bytes, by commit id (bounded).
+
+    A commit built on one of these HEADs that did not spill has the same stripes: their
+    bytes are reused. Thread-safe like ``RecentEncodings``.
+    """
+
+    def __init__(self, capacity: int = 256) -> None:
+        self._capacity = capacity
+        self._lock = threading.Lock()
+        self._items: OrderedDict[int, tuple[tuple[StripeRef, ...], bytes]] = OrderedDict()
+
+    def encoded(self, head_id: int | None, stripes: tuple[StripeRef, ...]) -> bytes:
+        """``encode_stripe_refs(stripes)``, reused from commit ``head_id`` if its are these."""
+        if head_id is not None:
+            with self._lock:
+                known = self._items.get(head_id)
+            if known is not None and known[0] == stripes:
+                return known[1]
+        return encode_stripe_refs(stripes)
+
+    def put(self, commit_id: int, stripes: tuple[StripeRef, ...], data: bytes) -> None:
+        with self._lock:
+            self._items[commit_id] = (stripes, data)
+            self._items.move_to_end(commit_id)
+            while len(self._items) > self._capacity:
+                self._items.popitem(last=False)
 
 
 @dataclass(frozen=True, slots=True)

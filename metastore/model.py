@@ -40,29 +40,32 @@ class Commit:
     # before counts were kept; ``metastore.counts``)
     counts: Counts | None = None
 
-    def encode(self, codec: Codec, encoded_index: bytes | None = None) -> bytes:
+    def encode(
+        self, codec: Codec, encoded_index: bytes | None = None, encoded_stripes: bytes | None = None
+    ) -> bytes:
         """The stored record. ``encoded_index`` is ``index``'s Avro bytes if the caller has
         them (the engine encodes them while building the index, mostly from its parent's:
-        ``metastore.index_codec``); the embedded index is not written again."""
+        ``metastore.index_codec``); the embedded index is not written again. So are
+        ``stripes``' (the field after it) with ``encoded_stripes``
+        (``metastore.index.encode_stripe_refs``)."""
         if codec.version("index") != INDEX_VERSION:
             raise ValueError(f"index v{codec.version('index')} needs its own writer")
         if encoded_index is None:
             encoded_index = encode_index(self.index).data
-        return codec.encode_around(
-            "commit",
-            {
-                "parent": self.parent,
-                "seq": self.seq,
-                "created_at_us": self.created_at_us,
-                "principal": self.principal,
-                "operation": self.operation,
-                "changes": [{"key": c.key, "action": c.action} for c in self.changes],
-                "stripes": [{"first": s.first, "last": s.last, "id": s.id} for s in self.stripes],
-                "counts": self.counts.to_record() if self.counts is not None else None,
-            },
-            "index",
-            encoded_index,
-        )
+        record = {
+            "parent": self.parent,
+            "seq": self.seq,
+            "created_at_us": self.created_at_us,
+            "principal": self.principal,
+            "operation": self.operation,
+            "changes": [{"key": c.key, "action": c.action} for c in self.changes],
+            "counts": self.counts.to_record() if self.counts is not None else None,
+        }
+        if encoded_stripes is not None:
+            raw = encoded_index + encoded_stripes
+            return codec.encode_around("commit", record, "index", raw, through="stripes")
+        record["stripes"] = [{"first": s.first, "last": s.last, "id": s.id} for s in self.stripes]
+        return codec.encode_around("commit", record, "index", encoded_index)
 
     @staticmethod
     def links(codec: Codec, data: bytes) -> tuple[int, int]:
