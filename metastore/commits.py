@@ -58,8 +58,8 @@ from metastore.errors import (
     ValidationFailed,
 )
 from metastore.ids import SnowflakeGenerator
-from metastore.index import IndexLimits, IndexUpdate, RecentStripeRefs
-from metastore.index_codec import RecentEncodings
+from metastore.index import IndexLimits, IndexUpdate, IndexView, RecentStripeRefs
+from metastore.index_codec import EncodedIndex, RecentEncodings
 from metastore.keys import (
     MAIN_REF,
     SYSTEM_CATALOG,
@@ -228,7 +228,8 @@ class CommitLogic:
     ) -> tuple[Commit, dict[EntityKey, Entity | None]]:
         """Stage the objects of ``request`` on top of ``head``; raise on a logical failure."""
         commit_id = self._ids.next_id()
-        index = IndexUpdate(objects.index(head), objects.stripe)
+        previous = self._encodings.get(head.id) if head is not None else None
+        index = IndexUpdate(_view(objects, head, previous), objects.stripe)
         state = _State(index, objects)
         for requirement in request.requirements:
             requirement.validate(state)
@@ -246,7 +247,6 @@ class CommitLogic:
             self._entity_limits.check(objects.tenant, objects.catalog, counts, grown)
         for new in request.objects:
             self._stage(objects, new.type, new.id, new.data, new.value, now_us)
-        previous = self._encodings.get(head.id) if head is not None else None
         built = index.build(self._limits.index, self._ids.next_id, previous, self._stripes.get)
         for stripe_id, stripe in built.stripe_encodings.items():
             self._stripes.put(stripe_id, stripe)
@@ -415,6 +415,16 @@ class CommitLogic:
                 raise ValidationFailed(f"a {key.kind.label} must live in a namespace")
         if key.namespace and state.get(EntityKey.namespace_key(key.namespace)) is None:
             raise NoSuchNamespace(f"namespace does not exist: {'.'.join(key.namespace)}")
+
+
+def _view(objects: Objects, head: Commit | None, encoded: EncodedIndex | None) -> IndexView | None:
+    """``head``'s index; its embedded keys from ``encoded`` (the encoding this engine built
+    it with) when known, instead of listed again."""
+    if head is None:
+        return None
+    if encoded is None or len(encoded.keys) != len(head.index):
+        return objects.index(head)
+    return IndexView(head.index, head.stripes, objects.stripe, encoded.keys)
 
 
 def _counts_at(objects: Objects, head: Commit | None) -> Counts:

@@ -168,10 +168,15 @@ class IndexView:
     __slots__ = ("_embedded", "_embedded_keys", "_firsts", "_load", "stripes")
 
     def __init__(
-        self, embedded: Sequence[Entry], stripes: Sequence[StripeRef], load: StripeLoader
+        self,
+        embedded: Sequence[Entry],
+        stripes: Sequence[StripeRef],
+        load: StripeLoader,
+        keys: Sequence[bytes] | None = None,
     ) -> None:
+        """``keys``: ``embedded``'s keys, if the caller has them (never changed after)."""
         self._embedded = embedded
-        self._embedded_keys = [key for key, _ in embedded]
+        self._embedded_keys = keys if keys is not None else [key for key, _ in embedded]
         self.stripes = tuple(stripes)
         self._firsts = [s.first for s in stripes]
         self._load = load
