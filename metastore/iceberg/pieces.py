@@ -108,9 +108,14 @@ def split(
         if name not in metadata:
             continue
         ids = []
+        olds = _by_id(old_metadata.get(name) if old_metadata is not None else None, id_field)
         for item in metadata[name]:
             ids.append(item[id_field])
-            put(f"{prefix}/{item[id_field]}", encode_piece(codec, prefix, item))
+            attachment = f"{prefix}/{item[id_field]}"
+            if attachment in old_attachments and olds.get(item[id_field]) == item:
+                attachments[attachment] = old_attachments[attachment]  # stored as it is
+                continue
+            put(attachment, encode_piece(codec, prefix, item))
         core[name] = ids
     for name in layout.logs:
         if name not in metadata:
@@ -138,6 +143,12 @@ def split(
         put(name, encode_piece(codec, "page", {"prev": prev, "items": start}))
     put(CORE, encode_piece(codec, CORE, core))
     return Split(attachments, tuple(written.values()))
+
+
+def _by_id(items: Sequence[Any] | None, id_field: str) -> dict[Any, Any]:
+    """The items of an old keyed field by their ids: an item equal to the one stored
+    under its id is that piece, so it is not encoded and hashed again."""
+    return {item.get(id_field): item for item in items or () if isinstance(item, dict)}
 
 
 def _extends(items: Sequence[Any], old: Sequence[Any]) -> bool:

@@ -132,3 +132,23 @@ def test_a_missing_piece_is_reported() -> None:
 
 def _kind(data: bytes) -> str:
     return str(CODEC.decode("metadata_piece", data)["kind"])
+
+
+def test_an_unchanged_schema_keeps_its_piece_and_a_changed_one_is_written() -> None:
+    store = Store()
+    metadata = _metadata(2)
+    first = _split(store, metadata, None)
+    old = (first.attachments, metadata)
+    same = _split(store, {**metadata, "last-updated-ms": 1}, old)
+    assert same.attachments["schema/0"] == first.attachments["schema/0"]
+    assert not [o for o in same.objects if o.id == first.attachments["schema/0"]]
+    # the same schema id with other contents: never the old piece
+    schema = {
+        **metadata["schemas"][0],
+        "fields": [{"id": 1, "name": "other", "type": "long", "required": False}],
+    }
+    changed = _split(store, {**metadata, "schemas": [schema]}, old)
+    assert changed.attachments["schema/0"] != first.attachments["schema/0"]
+    assert changed.attachments["schema/0"] in {o.id for o in changed.objects}
+    assembled, _ = pieces.assemble(pieces.TABLE_LAYOUT, changed.attachments, {}, store.load)
+    assert assembled["schemas"] == [schema]
