@@ -14,15 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
 
 from harness.broker import BrokerProcess
 from harness.s3 import S3Process
-
-# Property tests assert properties, never time: Hypothesis's per-example deadline
-# (200 ms by default) is a wall-clock assertion that a loaded 2-core runner can trip.
-settings.register_profile("metastore", deadline=None)
-settings.load_profile("metastore")
 
 
 @pytest.fixture(scope="session")
