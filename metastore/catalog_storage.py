@@ -46,6 +46,7 @@ from metastore.errors import (
 )
 from metastore.keys import MAIN_REF
 from metastore.locations import Location, catalog_root, is_inside
+from metastore.lru import Lru
 from metastore.model import Entity
 from metastore.remote_signing import ON_REQUEST, RemoteSigning
 from metastore.requirements import AssertNotExists, AssertVersion, Requirement
@@ -57,6 +58,7 @@ from metastore.vending import VendingSettings
 log = logging.getLogger(__name__)
 # Waiting for the owners (cluster mode) of catalogs without a storage record.
 RECORD_RETRY = RetryPolicy(0.1, 2.0)
+PARSED_RECORDS = 256  # storage record versions kept parsed (catalogs a node serves at once)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,15 +92,23 @@ class CatalogStorage:
     def __init__(self, metastore: Metastore, node: NodeStorage) -> None:
         self._metastore = metastore
         self.node = node
+        # parsed records by (tenant, catalog, entity id, version): a version never changes
+        self._parsed: Lru[tuple[str, str, int, int], Storage] = Lru(PARSED_RECORDS)
 
     # --- reads -------------------------------------------------------------------------
 
     def of(self, tenant: str, catalog: str) -> Storage:
-        """The catalog's storage at HEAD (its seed if none is recorded yet)."""
+        """The catalog's storage at HEAD (its seed if none is recorded yet). Every read
+        reaches HEAD; only the parsing of a record version already seen is skipped."""
         entity = self.recorded(tenant, catalog)
         if entity is None:
             return self.seed(tenant, catalog)
-        return Storage.from_properties(entity.properties, entity.version)
+        key = (tenant, catalog, entity.entity_id, entity.version)
+        storage = self._parsed.get(key)
+        if storage is None:
+            storage = Storage.from_properties(entity.properties, entity.version)
+            self._parsed.put(key, storage)
+        return storage
 
     def recorded(self, tenant: str, catalog: str) -> Entity | None:
         try:

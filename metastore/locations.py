@@ -31,6 +31,7 @@ node's configuration here: where a catalog may keep files is the caller's policy
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Sequence
@@ -86,9 +87,23 @@ def normalize(value: object, what: str = "location", *, file: bool = False) -> L
     """``value`` as a :class:`Location`, or 400 naming ``what``.
 
     ``file``: a file path, which may be percent-ambiguous (see the module docstring).
+    A pure function of its arguments, so the last ``NORMALIZED`` readings are kept: a
+    table's commit reads the same few locations several times (a refusal is never
+    kept; it is worked out again).
     """
     if not isinstance(value, str) or not value:
         raise BadRequest(f"{what} must be a non-empty string")
+    if len(value) > NORMALIZED_CHARS:
+        return _normalized.__wrapped__(value, what, file)
+    return _normalized(value, what, file)
+
+
+NORMALIZED = 4096  # locations whose readings are kept ...
+NORMALIZED_CHARS = 1024  # ... when at most this long (a few MiB in all)
+
+
+@functools.lru_cache(maxsize=NORMALIZED)
+def _normalized(value: str, what: str, file: bool) -> Location:
     if any(_bad_char(ch) for ch in value) or "?" in value or "#" in value:
         raise BadRequest(f"{what} {value!r} contains a control character, a backslash, ? or #")
     scheme, rest = _split_scheme(value)

@@ -111,6 +111,8 @@ def idempotent(handler: Handler) -> Handler:
     @functools.wraps(handler)
     async def run(request: web.Request) -> web.StreamResponse:
         call = await Call.of(request)
+        if not call.idempotency.keyed:  # nothing recorded to look up: no thread hop for it
+            return await handler(request)
         return await once(lambda: handler(request), call.idempotency.replay)
 
     return run

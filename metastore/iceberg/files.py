@@ -24,17 +24,18 @@ import os
 import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from urllib.parse import quote
 
 import pyiceberg.io.pyarrow  # noqa: F401 - imported with the node, not by its first write
 from pyiceberg.exceptions import ValidationError as IcebergValidationError
-from pyiceberg.io import FileIO, load_file_io
+from pyiceberg.io import PY_IO_IMPL, FileIO, load_file_io
 from pyiceberg.serializers import FromInputFile
 from pyiceberg.table.metadata import TableMetadata
 
 from metastore.catalog_storage import CatalogStorage
 from metastore.errors import BadRequest, NotFound, StorageUnavailable
+from metastore.iceberg.file_ios import FileIOs
 from metastore.locations import check_inside, is_inside, normalize
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,7 @@ class Warehouse:
 
     def __init__(self, storage: CatalogStorage) -> None:
         self.storage = storage
+        self._file_ios = FileIOs()  # shared by every request's ``files``
 
     def catalog_roots(self, tenant: str, catalog: str) -> tuple[str, ...]:
         """Where a catalog's tables and views may lie: its storage's allowed locations."""
@@ -111,7 +113,7 @@ class Warehouse:
     def files(self, tenant: str, catalog: str) -> TableFiles:
         """The catalog's files, through its storage's FileIO properties and secrets."""
         storage = self.storage.of(tenant, catalog)
-        return TableFiles(lambda: self.storage.io_properties(storage))
+        return TableFiles(lambda: self.storage.io_properties(storage), self._file_ios)
 
     def new_metadata_location(self, metadata: TableMetadata, previous: str | None) -> str:
         """Where the next metadata.json of a table goes: under ``write.metadata.path`` or
@@ -168,11 +170,16 @@ class TableFiles:
     node whose credentials are missing answers 503 naming them, and rotated secrets
     take effect without a restart)."""
 
-    def __init__(self, properties: Callable[[], Mapping[str, str]]) -> None:
+    def __init__(
+        self, properties: Callable[[], Mapping[str, str]], shared: FileIOs | None = None
+    ) -> None:
         self._properties = properties
+        self._shared = shared
 
     def io(self, location: str) -> FileIO:
-        return load_file_io(dict(self._properties()), location)
+        if self._shared is None:
+            return load_file_io(dict(self._properties()), location)
+        return self._shared.get(self._properties(), location)
 
     def write_json(self, value: object, location: str) -> None:
         self.write_text(json.dumps(value, separators=(",", ":")), location)
@@ -182,6 +189,10 @@ class TableFiles:
         a metadata the server refuses writes nothing; a write that fails partway
         deletes what it wrote, so a failed create or commit leaves no file behind."""
         data = text.encode()
+        local = _local_path(location)
+        if local is not None and PY_IO_IMPL not in self._properties():
+            _write_new_local(local, data, location)
+            return
         with _unavailable_on_error("write", location):
             stream = self.io(location).new_output(location).create(overwrite=False)
         try:
@@ -223,6 +234,31 @@ class TableFiles:
             self.io(location).delete(location)
         except (OSError, ValueError) as exc:
             log.warning("could not delete %s: %s", location, exc)
+
+
+def _local_path(location: str) -> str | None:
+    """The path of a ``file://`` location on this machine (None for any other)."""
+    if not location.startswith("file://"):
+        return None
+    parsed = normalize(location, "metadata location", file=True)
+    return parsed.local_path() if parsed.scheme == "file" and not parsed.authority else None
+
+
+def _write_new_local(path: str, data: bytes, location: str) -> None:
+    """What pyiceberg's local FileIO does for a new file (parent folders made, the file
+    created), as one exclusive create: the file cannot already exist, not even one made
+    by a racing writer between a check and the open, and it costs a tenth of the
+    FileIO's time. A write that fails partway deletes what it wrote."""
+    with _unavailable_on_error("write", location):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    try:
+        with _unavailable_on_error("write", location), os.fdopen(fd, "wb") as out:
+            out.write(data)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(path)
+        raise
 
 
 @contextmanager

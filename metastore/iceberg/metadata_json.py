@@ -74,6 +74,7 @@ def metadata_document(
     out its sequence number), and their text is reused when known."""
     if (
         base is None
+        or not base.snapshots  # nothing to share: serializing it all at once is cheaper
         or base_snapshots is None
         or base.format_version != metadata.format_version
         or len(base.snapshots) != len(base_snapshots.items)

@@ -35,6 +35,7 @@ from metastore.store import decode_piece as store_decode_piece
 PAGE_ITEMS = 32
 CORE = "core"
 METADATA_LOCATION = "x-metadata-location"  # server-owned, in the core piece only
+SKIPPED = "x-skipped"  # core only: per log, items its chain holds before the log's first
 
 Json = dict[str, Any]
 Loader = Callable[[int], Any]  # object id -> decoded JSON value (cached; never mutate it)
@@ -108,10 +109,17 @@ def split(
         if name not in metadata:
             continue
         ids = []
+        olds = _by_id(old_metadata.get(name) if old_metadata is not None else None, id_field)
         for item in metadata[name]:
             ids.append(item[id_field])
-            put(f"{prefix}/{item[id_field]}", encode_piece(codec, prefix, item))
+            attachment = f"{prefix}/{item[id_field]}"
+            if attachment in old_attachments and olds.get(item[id_field]) == item:
+                attachments[attachment] = old_attachments[attachment]  # stored as it is
+                continue
+            put(attachment, encode_piece(codec, prefix, item))
         core[name] = ids
+    old_skipped = _skipped(load(old_attachments[CORE])) if CORE in old_attachments else {}
+    skipped: dict[str, int] = {}
     for name in layout.logs:
         if name not in metadata:
             continue
@@ -119,29 +127,67 @@ def split(
         core[name] = len(items)
         old_items = old_metadata.get(name) if old_metadata is not None else None
         head_id = old_attachments.get(name)
-        if old_items is not None and head_id is not None and _extends(items, old_items):
+        skip = old_skipped.get(name, 0)
+        dropped = (
+            _dropped(items, old_items, PAGE_ITEMS - 1 - skip) if old_items is not None else None
+        )
+        if head_id is not None and old_items is not None and dropped is not None:
+            skip += dropped  # the chain's oldest items that left the log, still on its first page
             head = load(head_id)
-            start = list(head["items"]) + items[len(old_items) :]
+            start = list(head["items"]) + items[len(old_items) - dropped :]
             if len(start) == len(head["items"]):
                 attachments[name] = head_id
+                if skip:
+                    skipped[name] = skip
                 continue
             prev = head["prev"]
         else:
-            start, prev = list(items), 0
+            skip, start, prev = 0, list(items), 0
         if not start:
             continue
+        if skip:
+            skipped[name] = skip
         while len(start) > PAGE_ITEMS:
             page = encode_piece(codec, "page", {"prev": prev, "items": start[:PAGE_ITEMS]})
             if page.id not in known:
                 written[page.id] = page
             prev, start = page.id, start[PAGE_ITEMS:]
         put(name, encode_piece(codec, "page", {"prev": prev, "items": start}))
+    if skipped:
+        core[SKIPPED] = skipped
     put(CORE, encode_piece(codec, CORE, core))
     return Split(attachments, tuple(written.values()))
 
 
-def _extends(items: Sequence[Any], old: Sequence[Any]) -> bool:
-    return len(items) >= len(old) and (not old or list(items[: len(old)]) == list(old))
+def _by_id(items: Sequence[Any] | None, id_field: str) -> dict[Any, Any]:
+    """The items of an old keyed field by their ids: an item equal to the one stored
+    under its id is that piece, so it is not encoded and hashed again."""
+    return {item.get(id_field): item for item in items or () if isinstance(item, dict)}
+
+
+def _dropped(items: Sequence[Any], old: Sequence[Any], most: int) -> int | None:
+    """How many of ``old``'s first items ``items`` leaves out while keeping the rest in
+    order at its start (0: ``items`` extends ``old``), if at most ``most``; else None.
+
+    A log bounded by a count (the metadata log keeps the table's last previous
+    versions) drops its oldest entries as it grows: the chain keeps them on its first
+    page and the core counts them (``SKIPPED``), so such a commit writes the head page
+    only, as an append does, until a whole page would be skipped and the chain is
+    written again without them.
+    """
+    for drop in range(min(most, len(old)) + 1):
+        kept = len(old) - drop
+        if len(items) >= kept and (
+            not kept or (items[0] == old[drop] and list(items[:kept]) == list(old[drop:]))
+        ):
+            return drop
+    return None
+
+
+def _skipped(core: Any) -> dict[str, int]:
+    """The number of items each log's chain holds before the log's first one."""
+    found = core.get(SKIPPED) if isinstance(core, dict) else None
+    return dict(found) if isinstance(found, dict) else {}
 
 
 def assemble(
@@ -149,22 +195,23 @@ def assemble(
 ) -> tuple[Json, str | None]:
     """The spec's JSON of the metadata the pieces hold, and its metadata file's location."""
     core = load(_need(attachments, CORE))
+    skipped = _skipped(core)
     metadata: Json = {}
     for key, value in core.items():
-        if key == METADATA_LOCATION:
+        if key in (METADATA_LOCATION, SKIPPED):
             continue
         if key in layout.keyed:
             prefix = layout.keyed[key][0]
             metadata[key] = [load(_need(attachments, f"{prefix}/{i}")) for i in value]
         elif key in layout.logs:
-            metadata[key] = _read_log(attachments.get(key), value, load)
+            metadata[key] = _read_log(attachments.get(key), value, load, skipped.get(key, 0))
         else:
             metadata[key] = value
     metadata["properties"] = dict(properties)
     return metadata, core.get(METADATA_LOCATION)
 
 
-def _read_log(head_id: int | None, count: int, load: Loader) -> list[Any]:
+def _read_log(head_id: int | None, count: int, load: Loader, skip: int = 0) -> list[Any]:
     pages: list[Sequence[Any]] = []
     page_id = head_id or 0
     total = 0
@@ -173,9 +220,9 @@ def _read_log(head_id: int | None, count: int, load: Loader) -> list[Any]:
         pages.append(page["items"])
         total += len(page["items"])
         page_id = page["prev"]
-    if total != count:
-        raise MissingObject(f"metadata log has {total} items, expected {count}")
-    return [item for items in reversed(pages) for item in items]
+    if total != count + skip:
+        raise MissingObject(f"metadata log has {total} items, expected {count} after {skip}")
+    return [item for items in reversed(pages) for item in items][skip:]
 
 
 def _need(attachments: Mapping[str, int], name: str) -> int:

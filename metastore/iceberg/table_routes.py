@@ -8,10 +8,7 @@ from typing import Any
 
 from aiohttp import web
 from pydantic import Field
-from pyiceberg.catalog.rest import CreateTableRequest
-from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.table import TableIdentifier
-from pyiceberg.table.sorting import SortOrder
 from pyiceberg.table.update import TableRequirement, TableUpdate
 from pyiceberg.typedef import IcebergBaseModel
 
@@ -32,12 +29,13 @@ from metastore.iceberg.context import (
     named,
     parse,
 )
-from metastore.iceberg.credential_routes import asks_for_credentials, may_write, vended_fields
+from metastore.iceberg.credential_routes import asks_for_credentials, may_write
 from metastore.iceberg.etags import IF_NONE_MATCH, delegation_of, not_modified, table_etag, tagged
 from metastore.iceberg.metadata_json import metadata_text
+from metastore.iceberg.new_tables import CreateTableBody, prepare_new_table
 from metastore.iceberg.table_config import SigningAsk, add_signing
 from metastore.iceberg.tables import TEXT, TableChange, table_key
-from metastore.keys import EntityKey, Kind
+from metastore.keys import Kind
 from metastore.model import Entity
 from metastore.names import check_name
 
@@ -45,14 +43,6 @@ routes = web.RouteTableDef()
 
 TABLES = PREFIX + "/namespaces/{namespace}/tables"
 TABLE = TABLES + "/{table}"
-
-
-class CreateTableBody(CreateTableRequest):
-    """pyiceberg's request model, with the spec's optional fields optional."""
-
-    location: str | None = None
-    partition_spec: PartitionSpec | None = Field(alias="partition-spec", default=None)
-    write_order: SortOrder | None = Field(alias="write-order", default=None)
 
 
 class CommitTableBody(IcebergBaseModel):
@@ -115,46 +105,28 @@ async def create_table(request: web.Request) -> web.Response:
     namespace = params.namespace(request)
     _, body = await body_as(request, "iceberg_create_table", CreateTableBody)
     key = table_key(namespace, check_name("table", body.name))
-    tables = call.iceberg.tables
-    metadata = await asyncio.to_thread(
-        tables.new_metadata,
-        call.tenant,
-        call.catalog,
-        key,
-        body.table_schema,
-        body.partition_spec,
-        body.write_order,
-        body.location,
-        dict(body.properties),
-    )
-    if body.stage_create:
-        namespace_key = EntityKey.namespace_key(namespace)
-        await call.metastore.read(
-            call.metastore.get_entity, call.tenant, call.catalog, namespace_key
-        )
-        await asyncio.to_thread(tables.prepare_staged, call.tenant, call.catalog, metadata)
-        staged = json.loads(metadata_text(metadata))
+    write = may_write(request, call, key) if asks_for_credentials(request) else None
+    ask = SigningAsk.of(request, call)
+    new = await asyncio.to_thread(prepare_new_table, call, key, body, write, ask)
+    if new.prepared is None or new.metadata_location is None:  # staged: nothing written
+        staged = json.loads(metadata_text(new.metadata))
         result: dict[str, Any] = {"metadata-location": None, "metadata": staged, "config": {}}
-        result.update(await vended_fields(request, call, key, metadata.location))
-        await add_signing(request, call, key, result)
-        return json_response(result)
-    location = await asyncio.to_thread(tables.warehouse.new_metadata_location, metadata, None)
-    # before the commit: STS refusing them is a 503 with no table created
-    delegated = await vended_fields(request, call, key, metadata.location)
-    state = await tables.create(
+        return json_response(new.with_access(result))
+    text = new.prepared.results[0][TEXT]  # the metadata file's own JSON
+    state = await call.iceberg.tables.commit_create(
         call.tenant,
         call.catalog,
         key,
-        metadata,
+        new.prepared,
         call.principal,
-        location,
-        extra=call.idempotency.record(200, metadata_location=location),
+        new.metadata_location,
+        extra=call.idempotency.record(200, metadata_location=new.metadata_location),
     )
     result = state.result()
     etag = table_etag(result, delegation=delegation_of(request))
-    result.update(delegated)
-    await add_signing(request, call, key, result)
-    return tagged(json_response(result), etag)
+    head = new.with_access({k: v for k, v in result.items() if k != "metadata"})
+    answer = json.dumps(head)[:-1] + f',"metadata":{text}}}'
+    return tagged(web.Response(text=answer, content_type="application/json"), etag)
 
 
 @routes.post(PREFIX + "/namespaces/{namespace}/register")

@@ -138,7 +138,7 @@ class TableChange:
 
 
 @dataclass
-class _Prepared:
+class Prepared:
     """A request made ready to commit: its metadata files written, its pieces split."""
 
     io: TableFiles
@@ -366,7 +366,7 @@ class Tables:
         registered table's file exists already.
         """
         prepared = await asyncio.to_thread(
-            self._prepare_create,
+            self.prepare_create,
             tenant,
             catalog,
             key,
@@ -375,6 +375,22 @@ class Tables:
             write_file,
             replace,
         )
+        return await self.commit_create(
+            tenant, catalog, key, prepared, principal, metadata_location, write_file, extra
+        )
+
+    async def commit_create(
+        self,
+        tenant: str,
+        catalog: str,
+        key: EntityKey,
+        prepared: Prepared,
+        principal: str,
+        metadata_location: str,
+        write_file: bool = True,
+        extra: Sequence[Change] = (),
+    ) -> TableState:
+        """Commit a create made ready by ``prepare_create`` (in the caller's thread)."""
         request = CommitRequest(
             tuple(prepared.requirements),
             (*prepared.changes, *extra),
@@ -390,7 +406,7 @@ class Tables:
         result = prepared.results[0]
         return TableState(key, _placeholder(key), result["metadata"], metadata_location)
 
-    def _prepare_create(
+    def prepare_create(
         self,
         tenant: str,
         catalog: str,
@@ -399,9 +415,11 @@ class Tables:
         metadata_location: str,
         write_file: bool,
         replace: TableState | None,
-    ) -> _Prepared:
+    ) -> Prepared:
+        """A create made ready (blocking): its metadata file written (``write_file``)
+        and its pieces split; ``commit_create`` commits it."""
         self._metastore.get_entity(tenant, catalog, EntityKey.namespace_key(key.namespace))
-        prepared = _Prepared(self.warehouse.files(tenant, catalog))
+        prepared = Prepared(self.warehouse.files(tenant, catalog))
         document = metadata_document(metadata)  # before any file: a refused one writes nothing
         if write_file:
             prepared.io.write_text(document.text, metadata_location)
@@ -477,8 +495,8 @@ class Tables:
             io = self.warehouse.files(tenant, catalog).io
             rebase.warm(change.updates, location, io, self._manifest_lists)
 
-    def _prepare(self, tenant: str, catalog: str, changes: Sequence[TableChange]) -> _Prepared:
-        prepared = _Prepared(self.warehouse.files(tenant, catalog))
+    def _prepare(self, tenant: str, catalog: str, changes: Sequence[TableChange]) -> Prepared:
+        prepared = Prepared(self.warehouse.files(tenant, catalog))
         try:
             for change in changes:
                 self._prepare_one(tenant, catalog, prepared.io, change, prepared)
@@ -488,7 +506,7 @@ class Tables:
         return prepared
 
     def _prepare_one(
-        self, tenant: str, catalog: str, files: TableFiles, change: TableChange, prepared: _Prepared
+        self, tenant: str, catalog: str, files: TableFiles, change: TableChange, prepared: Prepared
     ) -> None:
         current = self._current(tenant, catalog, change.key)
         creating = any(isinstance(r, AssertCreate) for r in change.requirements)
@@ -535,7 +553,7 @@ class Tables:
         catalog: str,
         change: TableChange,
         base: TableMetadata | None,
-        prepared: _Prepared,
+        prepared: Prepared,
     ) -> TableChange:
         """``change`` if ``base`` meets its requirements; else, when the table (or its
         catalog) enables it, the change rebased on ``base`` (``rebase``); else 409."""
@@ -570,7 +588,7 @@ class Tables:
         current: TableState | None,
         new: TableMetadata,
         metadata_location: str,
-        prepared: _Prepared,
+        prepared: Prepared,
         document: MetadataFile,
     ) -> None:
         text, metadata = document.text, document.document
@@ -610,7 +628,7 @@ class Tables:
             )
             prepared.answers.append((answer, text))
 
-    async def _discard_unless_unknown(self, exc: MetastoreError, prepared: _Prepared) -> None:
+    async def _discard_unless_unknown(self, exc: MetastoreError, prepared: Prepared) -> None:
         """A failed commit wrote nothing, so its metadata files are garbage; but when the
         outcome is unknown the commit may have landed and reference them: keep them.
         (Anything that is not a ``MetastoreError`` also keeps them: an orphan file is
@@ -618,7 +636,7 @@ class Tables:
         if not isinstance(exc, CommitStateUnknown):
             await self._discard(prepared)
 
-    async def _discard(self, prepared: _Prepared) -> None:
+    async def _discard(self, prepared: Prepared) -> None:
         await asyncio.to_thread(prepared.discard)
 
     # --- drop --------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import settings
 
 from metastore.cache import ObjectCache
 from metastore.changes import CreateEntity
@@ -29,6 +30,11 @@ from metastore.persistence.memory import MemoryPersistence
 from metastore.requirements import Requirement
 from metastore.service import Metastore
 from metastore.store import CatalogObjects
+
+# Property tests assert properties, never time: Hypothesis's per-example deadline
+# (200 ms by default) is a wall-clock assertion that a loaded 2-core runner can trip.
+settings.register_profile("metastore", deadline=None)
+settings.load_profile("metastore")
 
 MAIN = RefKey("t1", "c1", "main")
 SMALL_INDEX = IndexLimits(embedded_max=2048, stripe_max=4096)

@@ -111,3 +111,12 @@ def test_symlinks_are_resolved_for_file_locations(tmp_path: Path) -> None:
 
 def test_catalog_root() -> None:
     assert catalog_root("file:///wh/", "default", "c") == ROOT
+
+
+def test_kept_readings_are_the_same_and_refusals_name_what_each_caller_checks() -> None:
+    assert normalize("file:///w/a/../b") is normalize("file:///w/a/../b")
+    for what in ("table location", "metadata location"):
+        with pytest.raises(BadRequest, match=what):
+            normalize("s3://b/k?x", what)
+    long = "s3://bucket/" + "k" * 2000
+    assert str(normalize(long)) == long and normalize(long) is not normalize(long)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.schema import Schema
 from pyiceberg.table.metadata import new_table_metadata
@@ -132,3 +134,73 @@ def test_a_missing_piece_is_reported() -> None:
 
 def _kind(data: bytes) -> str:
     return str(CODEC.decode("metadata_piece", data)["kind"])
+
+
+def test_an_unchanged_schema_keeps_its_piece_and_a_changed_one_is_written() -> None:
+    store = Store()
+    metadata = _metadata(2)
+    first = _split(store, metadata, None)
+    old = (first.attachments, metadata)
+    same = _split(store, {**metadata, "last-updated-ms": 1}, old)
+    assert same.attachments["schema/0"] == first.attachments["schema/0"]
+    assert not [o for o in same.objects if o.id == first.attachments["schema/0"]]
+    # the same schema id with other contents: never the old piece
+    schema = {
+        **metadata["schemas"][0],
+        "fields": [{"id": 1, "name": "other", "type": "long", "required": False}],
+    }
+    changed = _split(store, {**metadata, "schemas": [schema]}, old)
+    assert changed.attachments["schema/0"] != first.attachments["schema/0"]
+    assert changed.attachments["schema/0"] in {o.id for o in changed.objects}
+    assembled, _ = pieces.assemble(pieces.TABLE_LAYOUT, changed.attachments, {}, store.load)
+    assert assembled["schemas"] == [schema]
+
+
+def _log_entry(i: int) -> dict[str, Any]:
+    return {"metadata-file": f"file:///w/t/metadata/{i:05d}.metadata.json", "timestamp-ms": i}
+
+
+def test_a_bounded_log_that_slides_writes_its_head_page_only() -> None:
+    """The metadata log of a table past its previous-versions-max: each commit drops the
+    oldest entry and adds one, yet writes one page and the core (not the whole chain)
+    until a page's worth is skipped, and reads back exactly the log."""
+    store = Store()
+    metadata = {**_metadata(0), "metadata-log": [_log_entry(i) for i in range(100)]}
+    split = _split(store, metadata, None)
+    rewrites = 0
+    for n in range(100, 200):
+        new = {**metadata, "metadata-log": [*metadata["metadata-log"][1:], _log_entry(n)]}
+        split = _split(store, new, (split.attachments, metadata))
+        assembled, _ = pieces.assemble(pieces.TABLE_LAYOUT, split.attachments, {}, store.load)
+        assert assembled == new
+        rewrites += len(split.objects) > 3
+        metadata = new
+    assert rewrites <= 100 // pieces.PAGE_ITEMS + 1  # the chain, rewritten once a page is skipped
+
+
+# a log's next value: keep a slice of the old one (dropping from the front, the back or
+# both, as expiry and bounded logs do), then append new entries
+_STEPS = st.lists(
+    st.tuples(st.integers(0, 40), st.integers(0, 3), st.integers(0, 40)), min_size=1, max_size=12
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(start=st.integers(0, 80), steps=_STEPS)
+def test_every_log_history_reads_back_exactly(
+    start: int, steps: list[tuple[int, int, int]]
+) -> None:
+    store = Store()
+    counter = start
+    metadata = {**_metadata(0), "metadata-log": [_log_entry(i) for i in range(start)]}
+    split = _split(store, metadata, None)
+    for drop_front, drop_back, added in steps:
+        log = metadata["metadata-log"]
+        kept = log[drop_front : max(drop_front, len(log) - drop_back)]
+        new_entries = [_log_entry(counter + i) for i in range(added)]
+        counter += added
+        new = {**metadata, "metadata-log": [*kept, *new_entries]}
+        split = _split(store, new, (split.attachments, metadata))
+        assembled, _ = pieces.assemble(pieces.TABLE_LAYOUT, split.attachments, {}, store.load)
+        assert assembled == new
+        metadata = new
