@@ -22,11 +22,12 @@ setup: $(STAMP) ## create .venv and install the package with its test tools
 run: setup ## serve the embedded node on 127.0.0.1:8181, data in ./data (ARGS="--port 9000 ...")
 	$(VENV)/bin/metastore serve $(ARGS)
 
-# pytest-xdist processes for `make test`; each module (and all Spark tests) stays on one
+# pytest-xdist processes for `make test`; each module (and all Spark tests) stays on one,
+# the longest groups first (tests/conftest.py orders them; no reorder by test count)
 TEST_WORKERS ?= 2
 
 test: setup ## run the whole test suite, slow tests included, then PyIceberg's own integration tests (not with ARGS)
-	status=0; $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25 $(ARGS) || status=$$?; \
+	status=0; $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=25 $(ARGS) || status=$$?; \
 	if [ -z "$(ARGS)" ]; then $(PY) -m harness.pyiceberg_it || status=1; fi; exit $$status
 
 test-pyiceberg: setup ## PyIceberg's own integration tests against a node, file and S3 warehouses (ARGS="--warehouse s3 -- -x")

@@ -18,6 +18,13 @@ import pytest
 from harness.broker import BrokerProcess
 from harness.s3 import S3Process
 
+# Cluster nodes started by the tests (children inherit the environment) detect a departed
+# owner after 3 s instead of the 6 s default, and the test broker rebalances in half a
+# session: every start, join, stop and failover of a test cluster waits half as long.
+# Heartbeats (every session/6) come from librdkafka's own thread, so a busy machine does
+# not expel a live node. Production keeps its default; a test that sets its own keeps it.
+os.environ.setdefault("METASTORE_SESSION_TIMEOUT_MS", "3000")
+
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
@@ -56,8 +63,21 @@ def s3_iam_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Proces
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``-n 2 --dist loadgroup``, as ``make test`` runs), keep each
     module's tests on one worker (they share the module's node) and every data-pipeline
-    test on one worker (they share one Spark session: one JVM, not one per worker)."""
+    test on one worker (they share one Spark session: one JVM, not one per worker).
+
+    The longest groups run first, so the short ones fill in at the end instead of one
+    worker finishing a long module alone: the Spark group, then the modules with a
+    ``slow`` test, then the rest, each in collection order (``make test`` passes
+    ``--no-loadscope-reorder``, which keeps this order; by default pytest-xdist orders
+    groups by their number of tests, which put the few long cluster tests last)."""
+    group_of: dict[str, str] = {}
+    ranks: dict[str, int] = {}  # in order of each group's first test
     for item in items:
         path = str(item.path).replace("\\", "/")
         group = "spark" if "/tests/pipeline/" in path else item.nodeid.split("::", 1)[0]
         item.add_marker(pytest.mark.xdist_group(group))
+        group_of[item.nodeid] = group
+        rank = 0 if group == "spark" else 1 if item.get_closest_marker("slow") else 2
+        ranks[group] = min(rank, ranks.get(group, rank))
+    order = {group: (rank, i) for i, (group, rank) in enumerate(ranks.items())}
+    items.sort(key=lambda item: order[group_of[item.nodeid]])  # stable: a group keeps its order
