@@ -267,10 +267,15 @@ class RocksDBReader:
         if known is not None and known[0] == raw:
             return known[1]
         ref = decode_ref(self.codec, key, raw)
+        self.remember_ref(key, raw, ref)
+        return ref
+
+    def remember_ref(self, key: RefKey, raw: bytes, ref: Ref) -> None:
+        """``raw`` is ``key``'s ref ``ref`` (decoded or just encoded): a later read of
+        these very bytes needs no decoding; other bytes are decoded as ever."""
         if len(self._refs) >= DECODED_REFS:
             self._refs.clear()
         self._refs[key] = (raw, ref)
-        return ref
 
     def get_objects(self, keys: Sequence[ObjKey]) -> list[StoredObject | None]:
         raws = self.db.get_many([object_key(key) for key in keys])
@@ -362,10 +367,14 @@ class RocksDBPersistence(RocksDBReader):
             if ref_update is not None:
                 raw_ref = ref_key(ref_update.key)
                 current = self.db.get(raw_ref)  # synced or not: the swap is against it
-                head = None if current is None else decode_ref(self.codec, ref_update.key, current)
+                head = None if current is None else self.decode_ref(ref_update.key, current)
                 check_ref_update(ref_update, None if head is None else head.head)
                 new = ref_update.new
-                writes[raw_ref] = None if new is None else encode_ref(self.codec, new)
+                new_raw = None if new is None else encode_ref(self.codec, new)
+                writes[raw_ref] = new_raw
+                if new is not None and new_raw is not None:
+                    # the writer's next batch reads these bytes back (once synced)
+                    self.remember_ref(ref_update.key, new_raw, new)
             raw_keys = [obj.key.encode() for obj in objects]
             raws = self.db.get_many([OBJ + k for k in raw_keys])
             stored = dict(zip(raw_keys, raws, strict=True))

@@ -18,6 +18,7 @@ import pytest
 from rocksdict import Options, Rdict
 
 import metastore
+from metastore.errors import ObjectConflict, RefConditionFailed
 from metastore.keys import ObjKey, RefKey
 from metastore.persistence.base import Ref, RefUpdate, StoredObject, UpdateableObject
 from metastore.persistence.rocksdb import RocksDBPersistence, StoreFormatError
@@ -179,3 +180,33 @@ def test_an_unchanged_ref_is_decoded_once(tmp_path: Path) -> None:
         assert store.get_ref(MAIN) is None
     finally:
         store.close()
+
+
+def test_a_written_ref_is_read_back_without_decoding_and_never_stale(tmp_path: Path) -> None:
+    """The writer's next read of the ref it wrote gets the ref it wrote (no decoding); a
+    write that did not land (a lost swap) or other bytes on disk are never answered from
+    what a writer meant to write."""
+    store = RocksDBPersistence(tmp_path / "db")
+    try:
+        first = Ref(MAIN, 1, 10, (0,))
+        store.write([], RefUpdate(MAIN, None, first))
+        assert store.get_ref(MAIN) is first  # remembered when written
+        lost = first.advanced(9, 90)
+        with pytest.raises(RefConditionFailed):
+            store.write([], RefUpdate(MAIN, 5, lost))  # expected HEAD 5: nothing written
+        assert store.get_ref(MAIN) == first
+        obj = StoredObject(ObjKey("t", "c", "entity", 7), b"one", 1)
+        store.write([obj])
+        with pytest.raises(ObjectConflict):  # refused after the new ref was encoded
+            store.write([StoredObject(obj.key, b"two", 2)], RefUpdate(MAIN, 1, lost))
+        assert store.get_ref(MAIN) == first
+        moved = first.advanced(2, 20)
+        store.write([], RefUpdate(MAIN, 1, moved))
+        assert store.get_ref(MAIN) is moved
+    finally:
+        store.close()
+    other = RocksDBPersistence(tmp_path / "db")  # reopened: every ref decoded from disk
+    try:
+        assert other.get_ref(MAIN) == moved
+    finally:
+        other.close()
