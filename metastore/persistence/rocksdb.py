@@ -360,6 +360,7 @@ class RocksDBPersistence(RocksDBReader):
         writes: dict[bytes, bytes | None] = {}
         deleted = deleted_keys(deletes)
         raw_ref: bytes | None = None
+        current: bytes | None = None
         with self._lock:
             # Validate everything first, the ref before the objects (a stale writer
             # must see "conflict, retry", not a bug); then apply one batch: the
@@ -390,7 +391,7 @@ class RocksDBPersistence(RocksDBReader):
             if self._group is None:
                 self.db.write(writes)
                 return
-            ticket = self._write_hidden(writes, raw_ref)
+            ticket = self._write_hidden(writes, raw_ref, current)
         try:
             self._group.wait(ticket)
         finally:
@@ -400,14 +401,17 @@ class RocksDBPersistence(RocksDBReader):
                     if hidden is not None and hidden[1] == ticket:
                         del self._hidden[raw_ref]  # synced (or failed: outcome unknown)
 
-    def _write_hidden(self, writes: dict[bytes, bytes | None], raw_ref: bytes | None) -> int:
-        """The unsynced write, its ref hidden from readers until the sync (under the lock)."""
+    def _write_hidden(
+        self, writes: dict[bytes, bytes | None], raw_ref: bytes | None, current: bytes | None
+    ) -> int:
+        """The unsynced write, its ref hidden from readers until the sync (under the lock;
+        ``current``: the ref's value in the database, read under it)."""
         assert self._group is not None
         if raw_ref is None:
             self.db.write_unsynced(writes)
             return self._group.written()
         before = self._hidden.get(raw_ref)
-        on_disk = before[0] if before is not None else self.db.get(raw_ref)
+        on_disk = before[0] if before is not None else current
         self._hidden[raw_ref] = (on_disk, 0)
         try:
             self.db.write_unsynced(writes)
