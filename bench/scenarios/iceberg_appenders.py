@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.process
-import os
 import queue
 import threading
 import time
@@ -237,23 +236,6 @@ def chain_valid(table: Table, appends: int) -> bool:
             return False  # a parent that is not in the table
     ordered = all(newer > older for newer, older in pairwise(chain))
     return ordered and len(chain) == len(snapshots) == appends
-
-
-def children_cpu() -> float:
-    """CPU seconds (user + system) used so far by this process's child processes that
-    are still running (the node the ``metastore`` backend starts), read from /proc."""
-    me, total = os.getpid(), 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # gone meanwhile
-        if int(fields[1]) == me:  # ppid; utime and stime are the 14th and 15th fields
-            total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
 
 
 def section(results: Mapping[str, Mapping[str, float]]) -> list[str]:

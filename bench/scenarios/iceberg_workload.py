@@ -34,7 +34,7 @@ from pyiceberg.table.update import (
 )
 from pyiceberg.types import LongType, NestedField, StringType
 
-from bench.load import Latency, Progress
+from bench.load import Latency, Progress, children_cpu
 from bench.report import ms, table
 from bench.summary import Figure, Row, at_least, at_most
 
@@ -51,6 +51,10 @@ ROWS = [
     ("create_table/s", "create_table_per_s", "{:.0f}"),
     ("commit step p50 ms", "commit_step_p50_ms", "{:.2f}"),
     ("commit step p99 ms", "commit_step_p99_ms", "{:.2f}"),
+    ("create_table client CPU ms", "create_table_client_cpu_ms", "{:.2f}"),
+    ("create_table server CPU ms", "create_table_server_cpu_ms", "{:.2f}"),
+    ("commit step client CPU ms", "commit_step_client_cpu_ms", "{:.2f}"),
+    ("commit step server CPU ms", "commit_step_server_cpu_ms", "{:.2f}"),
     ("load_table/s", "load_table_per_s", "{:.0f}"),
     ("list_tables (200) p50 ms", "list_200_tables_p50_ms", "{:.2f}"),
     *[
@@ -58,6 +62,26 @@ ROWS = [
         for n in HISTORY_POINTS
     ],
 ]
+
+
+class Cpu:
+    """CPU per operation over a ``with`` block of ``count`` operations, in ms: this
+    process's (the client, or all of an in-process catalog) and its running child
+    processes' (the node of the ``metastore`` backend; none for ``SqlCatalog``)."""
+
+    def __init__(self, count: int) -> None:
+        self._count = count
+        self.ms = (0.0, 0.0)
+        self._started = (0.0, 0.0)
+
+    def __enter__(self) -> Cpu:
+        self._started = (time.process_time(), children_cpu())
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        client, server = time.process_time(), children_cpu()
+        per = 1000 / max(self._count, 1)
+        self.ms = ((client - self._started[0]) * per, (server - self._started[1]) * per)
 
 
 def timed(fn: Callable[[], Any]) -> float:
@@ -117,17 +141,21 @@ def workload(catalog: Catalog, args: argparse.Namespace) -> dict[str, float]:
     catalog.create_namespace(("bench",))
     catalog.create_namespace(("listing",))
 
-    times = repeat(
-        "create_table", args.tables, lambda i: catalog.create_table(("bench", f"t{i}"), SCHEMA)
-    )
+    with Cpu(args.tables) as cpu:
+        times = repeat(
+            "create_table", args.tables, lambda i: catalog.create_table(("bench", f"t{i}"), SCHEMA)
+        )
     out["create_table_per_s"] = len(times) / sum(times)
+    out["create_table_client_cpu_ms"], out["create_table_server_cpu_ms"] = cpu.ms
 
     table = catalog.load_table(("bench", "t0"))
 
     def set_property(i: int) -> None:
         catalog.commit_table(table, (), (SetPropertiesUpdate(updates={"round": str(i)}),))
 
-    latency = Latency.of(repeat("commit step", args.commits, set_property))
+    with Cpu(args.commits) as cpu:
+        latency = Latency.of(repeat("commit step", args.commits, set_property))
+    out["commit_step_client_cpu_ms"], out["commit_step_server_cpu_ms"] = cpu.ms
     out["commit_step_p50_ms"] = latency.p50
     out["commit_step_p99_ms"] = latency.p99
 

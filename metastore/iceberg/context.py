@@ -19,7 +19,7 @@ from metastore.api.principal import caller, principal_of
 from metastore.api.typedefs import CONFIG, ICEBERG, METASTORE
 from metastore.api.validation import body_of, off_loop, read_json
 from metastore.errors import BadRequest, MetastoreError, ValidationFailed
-from metastore.iceberg.idempotency import Idempotency
+from metastore.iceberg.idempotency import HEADER, Idempotency
 from metastore.iceberg.prefixes import decode_prefix, decode_warehouse
 from metastore.iceberg.services import Iceberg
 from metastore.keys import EntityKey, Kind
@@ -63,6 +63,22 @@ class Call:
             return cls._build(request, tenant, catalog)
         except MetastoreError:
             return await cls.of(request)
+
+    @classmethod
+    def unverified(cls, request: web.Request) -> Call:
+        """The ``Call`` of a mutation without ``Idempotency-Key``, its catalog not yet
+        known to exist (``of`` spends a thread hand-off on that check alone):
+        ``idempotent`` answers the catalog's 404 in place of any client error its handler
+        raises, and a handler that succeeds has reached the catalog (a mutation reads it
+        first and commits to it). Later ``of`` calls of the request answer this one."""
+        tenant, catalog = catalog_of(request)
+        call = cls._build(request, tenant, catalog)
+        request[_CALL] = call
+        return call
+
+    async def check_catalog(self) -> None:
+        """404 if the catalog does not exist."""
+        await self.metastore.read(self.metastore.get_ref, self.tenant, self.catalog)
 
     @classmethod
     def _build(cls, request: web.Request, tenant: str, catalog: str) -> Call:
@@ -110,9 +126,15 @@ def idempotent(handler: Handler) -> Handler:
 
     @functools.wraps(handler)
     async def run(request: web.Request) -> web.StreamResponse:
+        if HEADER not in request.headers:  # nothing recorded to look up: no thread hop for it
+            call = Call.unverified(request)
+            try:
+                return await handler(request)
+            except MetastoreError as exc:
+                if 400 <= exc.status < 500:  # the order of every route: the catalog's 404 first
+                    await call.check_catalog()
+                raise
         call = await Call.of(request)
-        if not call.idempotency.keyed:  # nothing recorded to look up: no thread hop for it
-            return await handler(request)
         return await once(lambda: handler(request), call.idempotency.replay)
 
     return run

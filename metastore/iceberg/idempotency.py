@@ -39,12 +39,6 @@ class Idempotency:
     ) -> Idempotency:  # fmt: skip
         return cls(idempotency.Idempotency.of(request, metastore, tenant, catalog), warehouse)
 
-    @property
-    def keyed(self) -> bool:
-        """Whether the request carries an ``Idempotency-Key`` (else nothing is recorded
-        and nothing can be replayed)."""
-        return self.key.key is not None
-
     def record(
         self, status: int, body: Any = None, metadata_location: str | None = None
     ) -> Sequence[Change]:

@@ -273,6 +273,24 @@ def test_each_snapshots_filter_answers_its_own_form_after_every_commit(node: Nod
     assert _snapshot_ids(_load(node, node.files, name)) == [201, 202, 203]
 
 
+def test_a_metadata_log_past_its_bound_loads_as_written_after_every_commit(node: Node) -> None:
+    """Past ``write.metadata.previous-versions-max`` each commit drops the log's oldest
+    entry; the stored log keeps it on its first page until a page's worth is dropped.
+    A ``snapshots=refs`` load of a new version is assembled from the stored pieces (the
+    commit leaves only the full answer's text): it has exactly the file's log, across
+    more commits than a page holds."""
+    name = f"t{uuid.uuid4().hex[:8]}"
+    body = {"name": name, "schema": SCHEMA_JSON,
+            "properties": {"write.metadata.previous-versions-max": "3"}}  # fmt: skip
+    node.ok("POST", _tables(node.files), json=body)
+    for i in range(40):
+        _commit(node, node.files, name, {"action": "set-properties", "updates": {"i": str(i)}})
+        assembled = _load(node, node.files, name, params={"snapshots": "refs"})
+        written = _file(assembled["metadata-location"])
+        assert assembled["metadata"]["metadata-log"] == written["metadata-log"]
+        assert len(written["metadata-log"]) == min(i + 1, 3)
+
+
 def _set_signing(node: Node, enabled: bool) -> None:
     path = f"{TENANT}/catalogs/{node.signing}"
     version = node.ok("GET", path).json()["storage"]["version"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import requests
@@ -101,6 +102,30 @@ def test_config_refuses_unknown_or_malformed_warehouses(
 def test_unknown_or_malformed_prefixes(iceberg_server: Server, prefix: str, status: int) -> None:
     reply = requests.get(f"{iceberg_server.url}/v1/{prefix}/namespaces", timeout=60)
     assert_error(reply, status)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("POST", "/namespaces", {"namespace": "not a list"}),
+        ("POST", "/namespaces/db/tables", {"name": "t", "schema": "not a schema"}),
+        ("POST", "/namespaces/db/tables/t", {"requirements": "no", "updates": []}),
+        ("POST", "/namespaces/db/register", {"name": 1}),
+        ("DELETE", "/namespaces/db/tables/t?purgeRequested=maybe", None),
+        ("POST", "/tables/rename", {"source": 1}),
+        ("POST", "/namespaces/db/views", {"name": "v"}),
+    ],
+)
+def test_a_mutation_of_an_unknown_catalog_is_a_404_whatever_else_it_gets_wrong(
+    iceberg_server: Server, method: str, path: str, body: Any
+) -> None:
+    """Mutations check their catalog in the work they do, not in a read of their own
+    first, and still answer in the order of every route: the unknown catalog first;
+    in a catalog that exists, the same request is the client error it is."""
+    for prefix, status in (("default~nosuch", 404), ("default", 400)):
+        url = f"{iceberg_server.url}/v1/{prefix}{path}"
+        reply = requests.request(method, url, json=body, timeout=60)
+        assert_error(reply, status)
 
 
 # --- authentication on: the caller's own tenant ------------------------------------------
