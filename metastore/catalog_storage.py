@@ -58,7 +58,7 @@ from metastore.vending import VendingSettings
 log = logging.getLogger(__name__)
 # Waiting for the owners (cluster mode) of catalogs without a storage record.
 RECORD_RETRY = RetryPolicy(0.1, 2.0)
-PARSED_RECORDS = 256  # storage record versions kept parsed (catalogs a node serves at once)
+STORAGES_AT_HEADS = 256  # (catalog, HEAD) pairs whose storage is kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,27 +92,32 @@ class CatalogStorage:
     def __init__(self, metastore: Metastore, node: NodeStorage) -> None:
         self._metastore = metastore
         self.node = node
-        # parsed records by (tenant, catalog, entity id, version): a version never changes
-        self._parsed: Lru[tuple[str, str, int, int], Storage] = Lru(PARSED_RECORDS)
+        # the storage at each recent HEAD, by (tenant, catalog, HEAD commit id): what a
+        # commit holds never changes, and a request reads its catalog's storage 2-4 times
+        self._at_head: Lru[tuple[str, str, int], Storage] = Lru(STORAGES_AT_HEADS)
 
     # --- reads -------------------------------------------------------------------------
 
     def of(self, tenant: str, catalog: str) -> Storage:
-        """The catalog's storage at HEAD (its seed if none is recorded yet). Every read
-        reaches HEAD; only the parsing of a record version already seen is skipped."""
-        entity = self.recorded(tenant, catalog)
-        if entity is None:
-            return self.seed(tenant, catalog)
-        key = (tenant, catalog, entity.entity_id, entity.version)
-        storage = self._parsed.get(key)
+        """The catalog's storage at HEAD (its seed if none is recorded yet). Every call
+        reads HEAD (404 for an unknown catalog); the record is read and parsed once per
+        HEAD."""
+        head = self._metastore.get_ref(tenant, catalog).head
+        key = (tenant, catalog, head)
+        storage = self._at_head.get(key)
         if storage is None:
-            storage = Storage.from_properties(entity.properties, entity.version)
-            self._parsed.put(key, storage)
+            entity = self.recorded(tenant, catalog, head)
+            if entity is None:
+                storage = self.seed(tenant, catalog)
+            else:
+                storage = Storage.from_properties(entity.properties, entity.version)
+            storage = self._at_head.put(key, storage)
         return storage
 
-    def recorded(self, tenant: str, catalog: str) -> Entity | None:
+    def recorded(self, tenant: str, catalog: str, at: int | None = None) -> Entity | None:
+        """The catalog's storage record at HEAD (or at commit ``at``), if it has one."""
         try:
-            return self._metastore.get_entity(tenant, catalog, STORAGE_RECORD)
+            return self._metastore.get_entity(tenant, catalog, STORAGE_RECORD, at)
         except (NoSuchTenant, NoSuchCatalog):
             raise
         except NotFound:
