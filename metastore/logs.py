@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -83,6 +84,26 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str, ensure_ascii=False)
 
 
+class TextFormatter(logging.Formatter):
+    """``TEXT_FORMAT`` lines, with the time's text made once per second: the standard
+    formatter's ``strftime`` on every line was 2 % of a native commit's CPU (one access
+    line per request). Same text as ``logging.Formatter``'s: local time, then ``,msecs``."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+        self._stamp: tuple[int, str] = (-1, "")  # (second, its text), replaced as one
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        if datefmt is not None:
+            return super().formatTime(record, datefmt)
+        second = int(record.created)
+        stamp = self._stamp
+        if stamp[0] != second:
+            stamp = (second, time.strftime(self.default_time_format, self.converter(second)))
+            self._stamp = stamp
+        return f"{stamp[1]},{int(record.msecs):03d}"  # the standard default_msec_format
+
+
 def configure(level: str, log_format: str) -> None:
     """The root logger writes to stderr at ``level`` in ``log_format``: ``text`` or ``json``
     (the setting is checked in ``metastore.config_rules``)."""
@@ -90,6 +111,6 @@ def configure(level: str, log_format: str) -> None:
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+        handler.setFormatter(TextFormatter())
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)  # ours is metastore.access
