@@ -50,6 +50,7 @@ from pathlib import Path
 from pyiceberg.catalog import Catalog
 
 from bench import summary
+from bench.load import children_cpu
 from bench.report import command_line, save_report
 from bench.scenarios import iceberg_appenders, iceberg_workload
 from bench.scenarios.iceberg_backends import BACKENDS, ensure_postgres
@@ -147,7 +148,7 @@ def _appenders(
     )
     rest = name == "metastore"
     client = iceberg_appenders.FRESH_REST_PROPERTIES if rest and fresh else {}
-    server_cpu = iceberg_appenders.children_cpu if rest and not processes else None
+    server_cpu = children_cpu if rest and not processes else None
 
     def run(table: str, properties: dict[str, str], clients: int = 16) -> dict[str, float]:
         return iceberg_appenders.appenders(
