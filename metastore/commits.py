@@ -5,21 +5,13 @@ commit on top of a given HEAD: look up each entity in the index, check the
 requirements, apply the changes (``metastore.changes``), write new entity
 objects, update the index (spilling when it grows), write the commit.
 
-``Committer.commit_batch`` runs the requests of one ref one after another on
-the state the previous one produced, then writes all their objects and moves
-the ref with ONE compare-and-swap: N requests, one durable write. A lost CAS
-(another process moved HEAD) retries the whole batch from the fresh HEAD on the
-engine's retry schedule (``EngineLimits.cas_retry``: exponential backoff with
-full jitter, ``metastore.retry``), re-checking every requirement; a write whose
-outcome is unknown is never retried. Each request gets its own outcome: a
-logical failure of one never fails another.
+``metastore.committer`` runs batches of requests through it against a
+persistence (group commit).
 """
 
 from __future__ import annotations
 
 import logging
-import random
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -37,36 +29,24 @@ from metastore.changes import (
     UpdateEntity,
     apply_change,
 )
-from metastore.clock import Clock
 from metastore.codec import Codec
 from metastore.counts import Counts, count, counted_kind
 from metastore.errors import (
     AlreadyExists,
-    CommitStateUnknown,
-    MetastoreError,
-    NoSuchCatalog,
     NoSuchNamespace,
     NoSuchTable,
-    NoSuchTenant,
     NoSuchView,
     NotEmpty,
     NotFound,
-    NotOwner,
-    ObjectConflict,
-    RefConditionFailed,
-    ServiceUnavailable,
     ValidationFailed,
 )
 from metastore.ids import SnowflakeGenerator
 from metastore.index import IndexLimits, IndexUpdate, IndexView, RecentStripeRefs
 from metastore.index_codec import EncodedIndex, RecentEncodings
 from metastore.keys import (
-    MAIN_REF,
-    SYSTEM_CATALOG,
     EntityKey,
     Kind,
     ObjKey,
-    RefKey,
     children_prefix,
     kind_prefix,
 )
@@ -74,14 +54,11 @@ from metastore.model import Commit, CommitChange, Entity, stripe_encode
 from metastore.objtypes import COMMIT, ENTITY, INDEX
 from metastore.persistence.base import (
     DEFAULT_RECENT_HEADS,
-    Persistence,
-    Ref,
-    RefUpdate,
     StoredObject,
 )
 from metastore.requirements import Requirement
 from metastore.retry import RetryPolicy
-from metastore.store import CatalogObjects, Objects, StagedObjects
+from metastore.store import Objects, StagedObjects
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +152,7 @@ class EntityLimits(Protocol):
         ...
 
 
-class _State:
+class EntityState:
     """The entity state a request sees: the staged index over its base commit."""
 
     def __init__(self, index: IndexUpdate, objects: Objects) -> None:
@@ -230,7 +207,7 @@ class CommitLogic:
         commit_id = self._ids.next_id()
         previous = self._encodings.get(head.id) if head is not None else None
         index = IndexUpdate(_view(objects, head, previous), objects.stripe)
-        state = _State(index, objects)
+        state = EntityState(index, objects)
         for requirement in request.requirements:
             requirement.validate(state)
         results: dict[EntityKey, Entity | None] = {}
@@ -293,7 +270,7 @@ class CommitLogic:
     def _write_entity(
         self,
         objects: StagedObjects,
-        state: _State,
+        state: EntityState,
         key: EntityKey,
         entity: Entity,
         obj_id: int,
@@ -305,7 +282,7 @@ class CommitLogic:
     def _apply(
         self,
         change: Change,
-        state: _State,
+        state: EntityState,
         objects: StagedObjects,
         now_us: int,
         results: dict[EntityKey, Entity | None],
@@ -371,7 +348,7 @@ class CommitLogic:
         recorded.append(CommitChange(key.encode(), action))
 
     def _derive(
-        self, change: Change | None, state: _State, objects: StagedObjects, now_us: int
+        self, change: Change | None, state: EntityState, objects: StagedObjects, now_us: int
     ) -> None:
         """Apply a change the engine derives itself (a location record): staged with the
         commit like the index, but neither recorded among its changes nor in its outcome."""
@@ -384,7 +361,7 @@ class CommitLogic:
         else:
             self._write_entity(objects, state, change.key, entity, ctx.new_id, now_us)
 
-    def _undroppable(self, state: _State, change: UndropEntity) -> tuple[EntityKey, Entity]:
+    def _undroppable(self, state: EntityState, change: UndropEntity) -> tuple[EntityKey, Entity]:
         """The dropped record an undrop restores (404 if there is none, 409 if the name is
         taken), removed from the index."""
         if change.key.kind not in dropped.KINDS:
@@ -400,7 +377,7 @@ class CommitLogic:
         state.index.remove(found.record.encode())
         return found.record, found.entity
 
-    def _check_creatable(self, state: _State, key: EntityKey, current: Entity | None) -> None:
+    def _check_creatable(self, state: EntityState, key: EntityKey, current: Entity | None) -> None:
         """409 if ``key`` (``current``: its entity, as the caller read it from ``state``) or
         its other kind's twin exists, 404 without its namespace."""
         if current is not None:
@@ -443,150 +420,3 @@ def _tally(counts: Counts, recorded: Sequence[CommitChange]) -> Counts:
         if kind is not None and change.action != "UPDATE":
             delta[kind] = delta.get(kind, 0) + (1 if change.action == "CREATE" else -1)
     return counts.added(delta) if delta else counts
-
-
-class Committer:
-    """Runs batches of commit requests against one persistence (thread-safe per ref lane)."""
-
-    def __init__(
-        self,
-        persistence: Persistence,
-        codec: Codec,
-        objects: Callable[[str, str], CatalogObjects],
-        ids: SnowflakeGenerator,
-        clock: Clock,
-        limits: EngineLimits = EngineLimits(),
-        sleep: Callable[[float], None] = time.sleep,
-        rng: random.Random | None = None,
-        entity_limits: EntityLimits | None = None,
-        write_time: Callable[[float], None] | None = None,
-        require_tenant: bool = False,
-    ) -> None:
-        self._persistence = persistence
-        # a catalog's commits need its tenant: checked once per batch, in the batch's thread
-        self._require_tenant = require_tenant
-        self._write_time = write_time  # seconds of each durable write that succeeded
-        self._objects = objects
-        self._clock = clock
-        self._limits = limits
-        self._logic = CommitLogic(codec, ids, limits, entity_limits)
-        self._sleep = sleep
-        self._rng = rng or random.Random()
-        self.cas_retries = 0
-
-    def commit(self, ref_key: RefKey, request: CommitRequest) -> CommitOutcome:
-        (result,) = self.commit_batch(ref_key, [request])
-        if isinstance(result, MetastoreError):
-            raise result
-        return result
-
-    def commit_batch(
-        self, ref_key: RefKey, requests: Sequence[CommitRequest]
-    ) -> list[CommitOutcome | MetastoreError]:
-        if self._require_tenant and ref_key.catalog != SYSTEM_CATALOG:
-            tenant = RefKey(ref_key.tenant, SYSTEM_CATALOG, MAIN_REF)
-            if self._persistence.get_ref(tenant) is None:
-                return [NoSuchTenant(f"tenant does not exist: {ref_key.tenant}")] * len(requests)
-        base = self._objects(ref_key.tenant, ref_key.catalog)
-        attempts = self._limits.cas_retry.start(sleep=self._sleep, rng=self._rng)
-        while True:
-            ref = self._persistence.get_ref(ref_key)
-            staged = StagedObjects(base)
-            results, update, deletes = self._run(staged, ref_key, ref, requests)
-            if update is None:
-                return results
-            try:
-                started = time.perf_counter()
-                self._persistence.write([s for s, _ in staged.written], update, deletes)
-                if self._write_time is not None:
-                    self._write_time(time.perf_counter() - started)
-            except RefConditionFailed:  # nothing was written: rebuild on the fresh HEAD
-                self.cas_retries += 1
-                if attempts.backoff():
-                    continue
-                busy = ServiceUnavailable(
-                    f"gave up after {attempts.attempt} lost compare-and-swaps on "
-                    f"{ref_key.name}; nothing was written, retry later"
-                )
-                return [busy if isinstance(r, CommitOutcome) else r for r in results]
-            except ObjectConflict:
-                raise
-            except NotOwner as exc:  # nothing was written: the caller retries at the owner
-                return [exc if isinstance(r, CommitOutcome) else r for r in results]
-            except CommitStateUnknown as exc:  # the backend said so (cluster mode): no trace
-                log.error("write of %d commits to %s: %s", len(requests), ref_key, exc.message)
-                return [exc if isinstance(r, CommitOutcome) else r for r in results]
-            except Exception as exc:
-                log.exception("write of %d commits to %s failed", len(requests), ref_key)
-                unknown = CommitStateUnknown(f"commit state unknown: {exc}")
-                return [unknown if isinstance(r, CommitOutcome) else r for r in results]
-            base.remember(staged.written)
-            base.forget(deletes)
-            return results
-
-    def _run(
-        self,
-        staged: StagedObjects,
-        ref_key: RefKey,
-        ref: Ref | None,
-        requests: Sequence[CommitRequest],
-    ) -> tuple[list[CommitOutcome | MetastoreError], RefUpdate | None, list[ObjKey]]:
-        head = staged.commit(ref.head) if ref is not None else None
-        deletes: list[ObjKey] = []
-        start_head = head
-        exists = ref is not None
-        reset = False  # a RESET succeeded: write the ref even if HEAD ends where it started
-        results: list[CommitOutcome | MetastoreError] = []
-        now_us = self._clock.now_us()
-        for request in requests:
-            attempt = StagedObjects(staged)
-            try:
-                if request.ref_action is RefAction.CREATE and exists:
-                    raise AlreadyExists(f"already exists: {_describe(ref_key)}")
-                if request.ref_action is not RefAction.CREATE and not exists:
-                    missing = NoSuchCatalog if ref_key.catalog else NoSuchTenant
-                    raise missing(f"does not exist: {_describe(ref_key)}")
-                if request.ref_action is RefAction.RESET:
-                    assert ref is not None and head is not None
-                    if request.reset_to not in (head.id, *ref.recent):
-                        raise ValidationFailed(
-                            f"commit {request.reset_to} is not one of the ref's recent HEADs"
-                        )
-                    head = staged.commit(request.reset_to)
-                    reset = True
-                    results.append(CommitOutcome(head.id, head.seq))
-                    continue
-                if request.ref_action is RefAction.DELETE:
-                    state = _State(IndexUpdate(staged.index(head), staged.stripe), staged)
-                    for requirement in request.requirements:
-                        requirement.validate(state)
-                    head, exists = None, False
-                    results.append(CommitOutcome(0, 0))
-                    continue
-                deleted: tuple[ObjKey, ...] = ()
-                if request.deletions is not None and head is not None and ref is not None:
-                    deleted = request.deletions.plan(attempt, head, (ref.head, *ref.recent))
-                commit, entities = self._logic.prepare(attempt, head, request, now_us)
-            except MetastoreError as exc:
-                results.append(exc)
-                continue
-            for stored, value in attempt.written:
-                staged.stage(stored, value)
-            deletes.extend(deleted)
-            head, exists = commit, True
-            results.append(CommitOutcome(commit.id, commit.seq, entities, deleted))
-        if head is start_head and not reset:
-            return results, None, deletes
-        new_ref: Ref | None = None
-        if head is not None:
-            if ref is not None and start_head is not None:
-                new_ref = ref.advanced(head.id, now_us, self._limits.recent_heads)
-            else:
-                new_ref = Ref(ref_key, head.id, now_us, ())
-        return results, RefUpdate(ref_key, ref.head if ref is not None else None, new_ref), deletes
-
-
-def _describe(ref_key: RefKey) -> str:
-    if ref_key.catalog:
-        return f"catalog {ref_key.catalog!r} of tenant {ref_key.tenant!r}"
-    return f"tenant {ref_key.tenant!r}"

@@ -55,7 +55,8 @@ from metastore.cluster.config import ClusterConfig
 from metastore.cluster.node import ClusterNode
 from metastore.cluster.persistence import KafkaPersistence
 from metastore.codec import default_codec
-from metastore.commits import Committer, EngineLimits
+from metastore.commits import EngineLimits
+from metastore.committer import Committer
 from metastore.config import ServerConfig
 from metastore.consistency import ConsistencyToken
 from metastore.errors import AlreadyExists, MetastoreError

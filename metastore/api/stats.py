@@ -7,7 +7,7 @@ from aiohttp import web
 from metastore.api.native_gc import gc_stats
 from metastore.api.typedefs import CLUSTER, ICEBERG, METASTORE, PERSISTENCE, ROUTING_STATS
 from metastore.cache import ObjectCache
-from metastore.commits import Committer
+from metastore.committer import Committer
 from metastore.lanes import CommitLanes
 from metastore.persistence.rocksdb import RocksDBPersistence
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from metastore.codec import Codec
+from metastore.errors import MetastoreError
 from metastore.keys import ObjKey, RefKey
 
 DEFAULT_RECENT_HEADS = 20
@@ -54,6 +55,15 @@ class UpdateableObject:
     key: ObjKey
     data: bytes
     token: str  # version token: changes on every update, compared by CAS
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """The arguments of one ``Persistence.write``: applied all or nothing on its own."""
+
+    objects: Sequence[StoredObject]
+    ref_update: RefUpdate | None = None
+    deletes: Sequence[ObjKey] = ()
 
 
 class Persistence(Protocol):
@@ -101,6 +111,25 @@ class Persistence(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class WritesTogether(Protocol):
+    """A backend that makes several catalogs' writes durable together.
+
+    The commits of different catalogs never conflict, yet each batch paid for its
+    own durable write and its own thread hand-off; a backend with one local log
+    (RocksDB's WAL) can take them in one write and one sync. A partitioned backend
+    (Kafka: one transaction per partition owner) cannot, and does not offer this.
+    """
+
+    def write_each(self, writes: Sequence[Write]) -> list[MetastoreError | None]:
+        """Apply each of ``writes`` as ``write`` would, in order (a later one sees the
+        earlier ones), each all or nothing on its own, and return once every applied
+        one is durable. Per write: None if applied, or the ``RefConditionFailed`` or
+        ``ObjectConflict`` that refused it (nothing of it written). Any other
+        exception leaves the outcome of every write unknown."""
+        ...
 
 
 def encode_ref(codec: Codec, ref: Ref) -> bytes:

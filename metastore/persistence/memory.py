@@ -12,12 +12,14 @@ import threading
 from collections.abc import Iterator, Sequence
 
 from metastore.codec import Codec, default_codec
+from metastore.errors import MetastoreError, ObjectConflict, RefConditionFailed
 from metastore.keys import ObjKey, RefKey, catalog_prefix, tenant_prefix
 from metastore.persistence.base import (
     Ref,
     RefUpdate,
     StoredObject,
     UpdateableObject,
+    Write,
     decode_ref,
     encode_ref,
 )
@@ -67,6 +69,18 @@ class MemoryPersistence:
                 else:
                     self._refs[raw_key] = new_value
             self._objects.update(fresh)
+
+    def write_each(self, writes: Sequence[Write]) -> list[MetastoreError | None]:
+        """Each write on its own, in order (nothing here is durable, so nothing is shared)."""
+        outcomes: list[MetastoreError | None] = []
+        for write in writes:
+            try:
+                self.write(write.objects, write.ref_update, write.deletes)
+            except (RefConditionFailed, ObjectConflict) as exc:
+                outcomes.append(exc)
+            else:
+                outcomes.append(None)
+        return outcomes
 
     def _head(self, key: RefKey, raw: bytes | None) -> int | None:
         return None if raw is None else decode_ref(self._codec, key, raw).head

@@ -26,19 +26,21 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 from rocksdict import Checkpoint, Options, Rdict, WriteBatch, WriteOptions
 
 from metastore.codec import Codec, default_codec
-from metastore.errors import MetastoreError
+from metastore.errors import MetastoreError, ObjectConflict, RefConditionFailed
 from metastore.keys import ObjKey, RefKey, catalog_prefix, tenant_prefix
 from metastore.persistence.base import (
     Ref,
     RefUpdate,
     StoredObject,
     UpdateableObject,
+    Write,
     decode_ref,
     encode_ref,
 )
@@ -66,6 +68,16 @@ from metastore.persistence.wal_sync import GroupSync
 
 PAGE = 256  # entries per scan page (one short-lived iterator each)
 DECODED_REFS = 100_000  # refs kept decoded (a few hundred bytes each); all dropped past it
+
+
+@dataclass
+class _Batch:
+    """What ``write_each`` has accepted so far: the raw writes, in order, and the refs
+    they change with each one's value in the database before the batch."""
+
+    writes: dict[bytes, bytes | None] = field(default_factory=dict)
+    refs: dict[bytes, bytes | None] = field(default_factory=dict)
+    accepted: int = 0
 
 
 class StoreFormatError(MetastoreError):
@@ -357,72 +369,110 @@ class RocksDBPersistence(RocksDBReader):
         ref_update: RefUpdate | None = None,
         deletes: Sequence[ObjKey] = (),
     ) -> None:
-        writes: dict[bytes, bytes | None] = {}
-        deleted = deleted_keys(deletes)
-        raw_ref: bytes | None = None
-        current: bytes | None = None
+        (refused,) = self.write_each([Write(objects, ref_update, deletes)])
+        if refused is not None:
+            raise refused
+
+    def write_each(self, writes: Sequence[Write]) -> list[MetastoreError | None]:
+        """Every write validated in turn under the lock (against the database and the
+        writes before it in ``writes``), the accepted ones applied in one WriteBatch
+        and covered by one group sync."""
+        batch: _Batch = _Batch()
+        outcomes: list[MetastoreError | None] = []
         with self._lock:
-            # Validate everything first, the ref before the objects (a stale writer
-            # must see "conflict, retry", not a bug); then apply one batch: the
-            # deletions first, so an object this write also stores overrides them.
-            if ref_update is not None:
-                raw_ref = ref_key(ref_update.key)
-                current = self.db.get(raw_ref)  # synced or not: the swap is against it
-                head = None if current is None else self.decode_ref(ref_update.key, current)
-                check_ref_update(ref_update, None if head is None else head.head)
-                new = ref_update.new
-                new_raw = None if new is None else encode_ref(self.codec, new)
-                writes[raw_ref] = new_raw
-                if new is not None and new_raw is not None:
-                    # the writer's next batch reads these bytes back (once synced)
-                    self.remember_ref(ref_update.key, new_raw, new)
-            raw_keys = [obj.key.encode() for obj in objects]
-            raws = self.db.get_many([OBJ + k for k in raw_keys])
-            stored = dict(zip(raw_keys, raws, strict=True))
-
-            def lookup(raw_key: bytes) -> StoredObject | None:
-                raw = stored.get(raw_key)
-                return None if raw is None else decode_object(ObjKey.decode(raw_key), raw)
-
-            for raw_key in deleted:
-                writes[OBJ + raw_key] = None
-            for raw_key, obj in new_objects(objects, lookup, deleted).items():
-                writes[OBJ + raw_key] = encode_object(obj)
+            for write in writes:
+                try:
+                    self._add(batch, write)
+                except (RefConditionFailed, ObjectConflict) as exc:
+                    outcomes.append(exc)
+                else:
+                    outcomes.append(None)
+            if not batch.accepted:
+                return outcomes
             if self._group is None:
-                self.db.write(writes)
-                return
-            ticket = self._write_hidden(writes, raw_ref, current)
+                self.db.write(batch.writes)
+                return outcomes
+            ticket = self._write_hidden(batch.writes, batch.refs)
         try:
             self._group.wait(ticket)
         finally:
-            if raw_ref is not None:
+            if batch.refs:
                 with self._lock:
-                    hidden = self._hidden.get(raw_ref)
-                    if hidden is not None and hidden[1] == ticket:
-                        del self._hidden[raw_ref]  # synced (or failed: outcome unknown)
+                    for raw_ref in batch.refs:
+                        hidden = self._hidden.get(raw_ref)
+                        if hidden is not None and hidden[1] == ticket:
+                            del self._hidden[raw_ref]  # synced (or failed: outcome unknown)
+        return outcomes
+
+    def _add(self, batch: _Batch, write: Write) -> None:
+        """Validate ``write`` against the database and ``batch`` and add it to the batch;
+        raise (adding nothing) if it is refused. Under the lock.
+
+        The ref is checked before the objects (a stale writer must see "conflict,
+        retry", not a bug); the deletions go in before the objects, so an object this
+        write also stores overrides them."""
+        writes: dict[bytes, bytes | None] = {}
+        remember: tuple[RefKey, bytes, Ref] | None = None
+        raw_ref: bytes | None = None
+        update = write.ref_update
+        if update is not None:
+            raw_ref = ref_key(update.key)
+            # synced or not: the swap is against it (or against an earlier write of the batch)
+            current = batch.writes[raw_ref] if raw_ref in batch.writes else self.db.get(raw_ref)
+            head = None if current is None else self.decode_ref(update.key, current)
+            check_ref_update(update, None if head is None else head.head)
+            new_raw = None if update.new is None else encode_ref(self.codec, update.new)
+            writes[raw_ref] = new_raw
+            if update.new is not None and new_raw is not None:
+                remember = (update.key, new_raw, update.new)
+        deleted = deleted_keys(write.deletes)
+        raw_keys = [obj.key.encode() for obj in write.objects]
+        unseen = [k for k in raw_keys if OBJ + k not in batch.writes]
+        stored = dict(zip(unseen, self.db.get_many([OBJ + k for k in unseen]), strict=True))
+
+        def lookup(raw_key: bytes) -> StoredObject | None:
+            full = OBJ + raw_key
+            raw = batch.writes[full] if full in batch.writes else stored.get(raw_key)
+            return None if raw is None else decode_object(ObjKey.decode(raw_key), raw)
+
+        fresh = new_objects(write.objects, lookup, deleted)
+        for raw_key in deleted:
+            writes[OBJ + raw_key] = None
+        for raw_key, obj in fresh.items():
+            writes[OBJ + raw_key] = encode_object(obj)
+        if raw_ref is not None and raw_ref not in batch.refs:
+            batch.refs[raw_ref] = self.db.get(raw_ref)  # its value before this batch
+        batch.writes.update(writes)
+        batch.accepted += 1
+        if remember is not None:
+            # the writer's next batch reads these bytes back (once synced)
+            self.remember_ref(*remember)
 
     def _write_hidden(
-        self, writes: dict[bytes, bytes | None], raw_ref: bytes | None, current: bytes | None
+        self, writes: dict[bytes, bytes | None], refs: Mapping[bytes, bytes | None]
     ) -> int:
-        """The unsynced write, its ref hidden from readers until the sync (under the lock;
-        ``current``: the ref's value in the database, read under it)."""
+        """The unsynced write, its refs hidden from readers until the sync (under the
+        lock; ``refs``: each ref's value in the database, read under it)."""
         assert self._group is not None
-        if raw_ref is None:
-            self.db.write_unsynced(writes)
-            return self._group.written()
-        before = self._hidden.get(raw_ref)
-        on_disk = before[0] if before is not None else current
-        self._hidden[raw_ref] = (on_disk, 0)
+        before = {raw_ref: self._hidden.get(raw_ref) for raw_ref in refs}
+        on_disk = {
+            raw_ref: (hidden[0] if hidden is not None else refs[raw_ref])
+            for raw_ref, hidden in before.items()
+        }
+        for raw_ref, value in on_disk.items():
+            self._hidden[raw_ref] = (value, 0)
         try:
             self.db.write_unsynced(writes)
         except BaseException:
-            if before is None:
-                del self._hidden[raw_ref]
-            else:
-                self._hidden[raw_ref] = before
+            for raw_ref, hidden in before.items():
+                if hidden is None:
+                    del self._hidden[raw_ref]
+                else:
+                    self._hidden[raw_ref] = hidden
             raise
         ticket = self._group.written()
-        self._hidden[raw_ref] = (on_disk, ticket)
+        for raw_ref, value in on_disk.items():
+            self._hidden[raw_ref] = (value, ticket)
         return ticket
 
     def cas_updateable(

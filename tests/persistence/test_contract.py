@@ -22,11 +22,14 @@ from metastore.persistence.base import (
     RefUpdate,
     StoredObject,
     UpdateableObject,
+    Write,
+    WritesTogether,
 )
 from metastore.persistence.memory import MemoryPersistence
 from metastore.persistence.rocksdb import RocksDBPersistence
 
 MAIN = RefKey("t1", "c1", "main")
+OTHER = RefKey("t1", "c2", "main")
 
 
 @pytest.fixture(params=["memory", "rocksdb"])
@@ -161,6 +164,65 @@ def test_a_deleted_object_is_written_again_by_a_later_write(store: Persistence) 
     again = StoredObject(obj(1).key, b"piece", 77_777)
     store.write([again])  # not skipped as "already stored": it is gone
     assert store.get_objects([obj(1).key]) == [again]
+
+
+# --- several writes together -------------------------------------------------------------
+
+
+def test_write_each_refuses_only_the_writes_that_fail(store: Persistence) -> None:
+    assert isinstance(store, WritesTogether)
+    create(store, MAIN, 0)
+    create(store, OTHER, 0)
+    store.write([obj(9, b"stored")])
+    outcomes = store.write_each(
+        [
+            Write([obj(1)], RefUpdate(MAIN, 0, ref(MAIN, 1, (0,)))),
+            Write([obj(2, catalog="c2")], RefUpdate(OTHER, 7, ref(OTHER, 8))),  # stale HEAD
+            Write([obj(3, catalog="c2"), obj(9, b"other")], RefUpdate(OTHER, 0, ref(OTHER, 4))),
+            Write([obj(5)], deletes=[obj(9).key]),
+        ]
+    )
+    assert [type(o) for o in outcomes] == [
+        type(None),
+        RefConditionFailed,
+        ObjectConflict,
+        type(None),
+    ]
+    assert store.get_ref(MAIN) == ref(MAIN, 1, (0,))
+    assert store.get_ref(OTHER) == ref(OTHER, 0)  # neither refused write moved it
+    keys = [obj(1).key, obj(2, catalog="c2").key, obj(3, catalog="c2").key, obj(5).key]
+    assert store.get_objects(keys) == [obj(1), None, None, obj(5)]
+    assert store.get_objects([obj(9).key]) == [None]  # the last write's deletion
+
+
+def test_write_each_sees_the_writes_before_it(store: Persistence) -> None:
+    """In order, as separate ``write`` calls would be: a later write swaps against an
+    earlier one's HEAD and meets the objects it stored or deleted."""
+    assert isinstance(store, WritesTogether)
+    create(store, MAIN, 0)
+    store.write([obj(7, b"piece")])
+    outcomes = store.write_each(
+        [
+            Write([obj(1)], RefUpdate(MAIN, 0, ref(MAIN, 1, (0,))), deletes=[obj(7).key]),
+            Write([obj(1, b"other")], RefUpdate(MAIN, 1, ref(MAIN, 9, (1, 0)))),
+            Write([obj(2)], RefUpdate(MAIN, 1, ref(MAIN, 2, (1, 0)))),
+            Write([obj(2), obj(7, b"piece")], RefUpdate(MAIN, 0, ref(MAIN, 3))),
+            Write([obj(7, b"piece again")]),
+        ]
+    )
+    assert [type(o) for o in outcomes] == [
+        type(None),
+        ObjectConflict,  # obj 1 was stored by the first write with other bytes
+        type(None),
+        RefConditionFailed,  # HEAD is 2 by now
+        type(None),  # obj 7 was deleted by the first write: stored anew
+    ]
+    assert store.get_ref(MAIN) == ref(MAIN, 2, (1, 0))
+    assert store.get_objects([obj(1).key, obj(2).key, obj(7).key]) == [
+        obj(1),
+        obj(2),
+        obj(7, b"piece again"),
+    ]
 
 
 # --- references -------------------------------------------------------------------------

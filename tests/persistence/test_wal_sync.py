@@ -16,7 +16,7 @@ import pytest
 
 from metastore.errors import RefConditionFailed
 from metastore.keys import ObjKey, RefKey
-from metastore.persistence.base import Ref, RefUpdate, StoredObject
+from metastore.persistence.base import Ref, RefUpdate, StoredObject, Write
 from metastore.persistence.layout import ref_key
 from metastore.persistence.rocksdb import RocksDBPersistence
 from metastore.persistence.wal_sync import GroupSync
@@ -172,6 +172,35 @@ def test_writes_of_different_catalogs_share_syncs(
     # (two if the last writer had not yet taken its ticket when the first sync ended)
     assert store.syncs <= 3
     assert [ref.key.catalog for ref in store.scan_refs()] == [f"c{i}" for i in range(5)]
+
+
+def test_writes_made_together_take_one_sync_and_stay_hidden_until_it(
+    store: RocksDBPersistence, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _write(store, "b", None, 1)
+    gate = Gate(store.db.sync_wal)
+    monkeypatch.setattr(store.db, "sync_wal", gate)
+    key_a, key_b = RefKey("t", "a", "main"), RefKey("t", "b", "main")
+    writes = [
+        Write(
+            [StoredObject(ObjKey("t", "a", "entity", 5), b"v5", 5)],
+            RefUpdate(key_a, None, _ref("a", 5)),
+        ),
+        Write([], RefUpdate(key_b, 1, _ref("b", 2))),
+        Write([], RefUpdate(key_b, 2, _ref("b", 3))),
+    ]
+    outcomes: list[object] = []
+    thread, errors = _in_thread(lambda: outcomes.extend(store.write_each(writes)))
+    assert gate.entered.wait(WAIT)
+    assert store.db.get(ref_key(key_a)) is not None  # RocksDB has both ...
+    assert store.get_ref(key_a) is None  # ... readers see neither before the sync
+    assert store.get_ref(key_b) == _ref("b", 1)
+    assert list(store.scan_refs()) == [_ref("b", 1)]
+    gate.open.set()
+    thread.join(WAIT)
+    assert not errors and outcomes == [None, None, None]
+    assert gate.calls == 1
+    assert list(store.scan_refs()) == [_ref("a", 5), _ref("b", 3)]
 
 
 def test_no_fsync_mode_writes_directly(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ from metastore.cache import ObjectCache
 from metastore.changes import Change
 from metastore.clock import SystemClock
 from metastore.codec import default_codec
-from metastore.commits import CommitRequest, Committer, EngineLimits
+from metastore.commits import CommitRequest, EngineLimits
+from metastore.committer import Committer
 from metastore.ids import SnowflakeGenerator
 from metastore.keys import SYSTEM_CATALOG, Kind
 from metastore.lanes import CommitLanes

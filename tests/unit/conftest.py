@@ -20,7 +20,8 @@ from metastore.cache import ObjectCache
 from metastore.changes import CreateEntity
 from metastore.clock import Clock, SystemClock
 from metastore.codec import Codec, default_codec
-from metastore.commits import CommitRequest, Committer, EngineLimits, RefAction
+from metastore.commits import CommitRequest, EngineLimits, RefAction
+from metastore.committer import Committer
 from metastore.ids import SnowflakeGenerator
 from metastore.index import IndexLimits
 from metastore.keys import CATALOG_RECORD, EntityKey, Kind, ObjKey, RefKey

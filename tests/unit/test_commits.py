@@ -24,7 +24,7 @@ from metastore.errors import (
     ServiceUnavailable,
     ValidationFailed,
 )
-from metastore.keys import CATALOG_RECORD, EntityKey, Kind, ObjKey
+from metastore.keys import CATALOG_RECORD, EntityKey, Kind, ObjKey, RefKey
 from metastore.model import Commit, Entity
 from metastore.objtypes import ENTITY
 from metastore.persistence.base import Persistence, Ref
@@ -418,6 +418,94 @@ def test_gives_up_after_max_attempts_with_service_unavailable(
     assert all(0 <= d <= 0.01 * 2**i for i, d in enumerate(delays))
     assert lookup(a, table_key(DB, "a")) is None
     assert ("db", "a") not in stored_entity_paths(persistence)
+
+
+# --- batches of several refs, written together ------------------------------------------
+
+C2, C3 = RefKey("t1", "c2", "main"), RefKey("t1", "c3", "main")
+
+
+def with_catalogs(node: Node, *refs: RefKey) -> Node:
+    for ref in refs:
+        create_catalog_ref(node.committer, ref)
+        node.committer.commit(ref, create_request(ns_key("db")))
+    return node
+
+
+def test_batches_of_several_catalogs_share_one_durable_write(tmp_path: Path) -> None:
+    persistence = RocksDBPersistence(tmp_path, sync=True)
+    try:
+        node = with_catalogs(make_node(persistence), MAIN, C2, C3)
+        syncs, c2_before = persistence.syncs, persistence.get_ref(C2)
+        results = node.committer.commit_batches(
+            [
+                (MAIN, [create_request(table_key(DB, "a")), create_request(table_key(DB, "b"))]),
+                (C2, [create_request(table_key(("missing",), "x"))]),  # nothing to write
+                (C3, [create_request(table_key(DB, "c"))]),
+            ]
+        )
+        assert persistence.syncs == syncs + 1
+        (a, b), (missing,), (c,) = results
+        assert isinstance(a, CommitOutcome) and isinstance(b, CommitOutcome)
+        assert b.seq == a.seq + 1 and isinstance(missing, NoSuchNamespace)
+        assert isinstance(c, CommitOutcome)
+        assert persistence.get_ref(C2) == c2_before  # its batch wrote nothing
+        assert [persistence.get_ref(ref).head for ref in (MAIN, C3)] == [  # type: ignore[union-attr]
+            b.commit_id,
+            c.commit_id,
+        ]
+        index = node.objects("t1", "c3").index(node.objects("t1", "c3").commit(c.commit_id))
+        assert index is not None and index.get(table_key(DB, "c").encode()) is not None
+    finally:
+        persistence.close()
+
+
+def test_a_batch_that_loses_its_swap_in_a_group_is_retried_alone(
+    persistence: FaultyPersistence,
+) -> None:
+    a = with_catalogs(make_node(persistence, node_id=1), MAIN, C2)
+    b = make_node(persistence, node_id=2)
+    # the group's first write (MAIN's) lets another process commit to C2 first
+    persistence.before_write = lambda: b.committer.commit(
+        C2, create_request(table_key(DB, "from-b"))
+    )
+    (main,), (c2,) = a.committer.commit_batches(
+        [(MAIN, [create_request(table_key(DB, "a"))]), (C2, [create_request(table_key(DB, "a"))])]
+    )
+    assert isinstance(main, CommitOutcome) and isinstance(c2, CommitOutcome)
+    assert a.committer.cas_retries == 1
+    ref = persistence.get_ref(C2)
+    assert ref is not None and ref.head == c2.commit_id
+    objects = a.objects("t1", "c2")
+    index = objects.index(objects.commit(ref.head))
+    assert index is not None
+    assert index.get(table_key(DB, "from-b").encode()) is not None
+    assert index.get(table_key(DB, "a").encode()) is not None
+    assert lookup(a, table_key(DB, "a")) is not None
+
+
+def test_a_batch_of_a_group_gives_up_after_max_attempts(persistence: FaultyPersistence) -> None:
+    delays: list[float] = []
+    limits = EngineLimits(index=SMALL_INDEX, max_attempts=3, backoff_base_s=0.01)
+    a = with_catalogs(make_node(persistence, node_id=1, limits=limits, sleep=delays.append), C2)
+    with_db(a)
+    b = make_node(persistence, node_id=2)
+    counter = iter(range(100))
+
+    def interfere() -> None:  # before every write: another process moves C2
+        b.committer.commit(C2, create_request(table_key(DB, f"b{next(counter)}")))
+        persistence.before_write = interfere
+
+    persistence.before_write = interfere
+    (main,), (c2,) = a.committer.commit_batches(
+        [(MAIN, [create_request(table_key(DB, "a"))]), (C2, [create_request(table_key(DB, "a"))])]
+    )
+    persistence.before_write = None
+    assert isinstance(main, CommitOutcome)
+    assert isinstance(c2, ServiceUnavailable)
+    assert a.committer.cas_retries == 3  # the group's attempt and two alone
+    assert len(delays) == 2
+    assert lookup(a, table_key(DB, "a")) is not None
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,8 @@ from metastore.catalog_storage import CatalogStorage, NodeStorage
 from metastore.changes import CreateEntity, UpdateEntity
 from metastore.clock import ManualClock
 from metastore.codec import default_codec
-from metastore.commits import CommitRequest, Committer, EngineLimits
+from metastore.commits import CommitRequest, EngineLimits
+from metastore.committer import Committer
 from metastore.credentials import CredentialSources
 from metastore.errors import CommitConflict
 from metastore.iceberg.files import Warehouse

@@ -13,7 +13,8 @@ from metastore.cache import ObjectCache
 from metastore.changes import CreateEntity, DeleteEntity, RenameEntity
 from metastore.clock import SystemClock
 from metastore.codec import default_codec
-from metastore.commits import CommitRequest, Committer, EngineLimits
+from metastore.commits import CommitRequest, EngineLimits
+from metastore.committer import Committer
 from metastore.counts import Counts, count, counted_kind
 from metastore.errors import BadRequest, TooManyRequests
 from metastore.ids import SnowflakeGenerator
