@@ -219,8 +219,11 @@ def _run(
         if result is None and now - last_record >= idle_s and feed.at_high_watermarks():
             return
         if now > deadline:
+            behind = list(feed.behind())
+            where = "; ".join(behind[:4]) + (f"; {len(behind) - 4} more" if len(behind) > 4 else "")
+            where = where or f"every partition at its reported end, idle under {idle_s} s"
             raise ReplayError(
-                f"not caught up before the timeout ({feed.stats.consumed} read; "
+                f"not caught up before the timeout ({feed.stats.consumed} read; {where}; "
                 f"{config.connection()})"
             )
 

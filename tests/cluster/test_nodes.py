@@ -245,7 +245,7 @@ async def _committer(
 
 def _tables_in_log(cluster: Cluster, path: Path, tenant: str) -> set[str]:
     """Replay the whole log into a fresh view and list the catalog with the service code."""
-    summary = replay(cluster.config, path, progress=False, idle_s=1.0)
+    summary = replay(cluster.config, path, progress=False, idle_s=1.0, timeout_s=120.0)
     assert summary.waiting == 0, summary
     store = ViewStore(path, cluster.config)
     try:

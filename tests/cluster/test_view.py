@@ -472,6 +472,22 @@ def test_the_view_reaches_the_end_only_after_reading_what_the_brokers_hold(
         store.close()
 
 
+def test_a_replay_out_of_time_says_where_it_stopped(
+    tmp_path: Path, config: ClusterConfig, writer: Writer
+) -> None:
+    writer.commit(catalog_in(0), None, ref(catalog_in(0), 1), [obj(catalog_in(0), 1)])
+    # no time at all, and an idle window it cannot reach: it stops after its first poll
+    with pytest.raises(ReplayError) as raised:
+        replay(config, tmp_path / "view", progress=False, timeout_s=0.0, idle_s=60.0)
+    message = str(raised.value)
+    assert message.startswith("not caught up before the timeout (")
+    assert re.search(
+        r"\[\d+\]: (no fetch response yet|at \d+, high watermark \d+)"
+        r"|every partition at its reported end, idle under 60.0 s",
+        message,
+    ), message
+
+
 def test_a_view_that_hears_no_broker_never_reaches_the_end(tmp_path: Path) -> None:
     """Idle because nothing answers is not caught up (a node would otherwise join the
     group with an empty view)."""

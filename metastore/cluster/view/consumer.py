@@ -14,6 +14,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,21 +151,24 @@ class ViewFeed:
         on an empty view); a correct broker thereby proves the end was reached, and the
         test broker's value is at or below the true end, so it never holds a reader back.
         Only the consumer's own thread calls this."""
+        return next(self.behind(), None) is None
+
+    def behind(self) -> Iterator[str]:
+        """Each partition not known to be at its end, described (where a replay that
+        never catches up says it stopped). Only the consumer's own thread calls this."""
         config = self.store.config
         for tp in self.consumer.position(self.partitions()):
             watermarks = self.watermark(tp)
             if watermarks is None:
-                log.debug("%s[%d]: no fetch response yet", tp.topic, tp.partition)
-                return False
+                yield f"{tp.topic}[{tp.partition}]: no fetch response yet"
+                continue
             low, high = watermarks
             role: Role = "refs" if tp.topic == config.refs_topic else "objects"
             offset = (
                 tp.offset if tp.offset >= 0 else max(low, self.store.offset(role, tp.partition))
             )
             if offset < high:
-                log.debug("%s[%d] at %d, high watermark %d", tp.topic, tp.partition, offset, high)
-                return False
-        return True
+                yield f"{tp.topic}[{tp.partition}]: at {offset}, high watermark {high}"
 
     def _error(self, error: Any, topic: str | None, partition: int | None) -> None:
         """Counted always, logged once per kind and partition; fatal errors stop the view."""
