@@ -205,7 +205,8 @@ def section(results: Sequence[ThroughputResult]) -> list[str]:
     return [
         "",
         "Write throughput (each commit creates one table; commits/write = server's "
-        "commits / durable writes (one per catalog batch); commits/fsync = server's commits / "
+        "commits / catalog batches (one compare-and-swap each; the batches of several "
+        "catalogs share one RocksDB write); commits/fsync = server's commits / "
         "WAL fsyncs (batches of any catalogs share one); cpu 100% = one core)",
         table(headers, rows),
     ]

@@ -19,7 +19,11 @@ def engine_stats(
     and the cluster node are read then: both are set once the node has started)."""
     stats = {
         "metastore_commits_total": ("counter", "commits acknowledged", lanes.commits),
-        "metastore_commit_batches_total": ("counter", "durable writes", lanes.batches),
+        "metastore_commit_batches_total": (
+            "counter",
+            "commit batches: one ref's commits under one compare-and-swap",
+            lanes.batches,
+        ),
         "metastore_cas_retries_total": ("counter", "lost compare-and-swaps", committer.cas_retries),
         "metastore_cache_hits_total": ("counter", "object cache hits", cache.hits),
         "metastore_cache_misses_total": ("counter", "object cache misses", cache.misses),
