@@ -78,6 +78,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "index_stripe_bytes": (KiB, 32 * MiB),
     "recent_heads": (0, 10_000),
     "lease_seconds": (1, DAY_S),
+    "gc_reclaim_s": (1, DAY_S),
     "partitions": (1, 10_000),
     "session_timeout_ms": (1_000, 3_600_000),
     "forward_timeout_s": (0.001, 3_600),
@@ -123,6 +124,8 @@ class ServerConfig:
     index_stripe_bytes: int = 64 * 1024  # split a spilled index stripe past this
     recent_heads: int = DEFAULT_RECENT_HEADS
     lease_seconds: float = 60.0  # snowflake node-id lease
+    # a full collection of everything, frozen objects included, this often (api/heap.py)
+    gc_reclaim_s: float = 600.0
     default_tenant: str = "default"
     default_catalog: str = "default"
     # what the Iceberg API joins namespace levels with besides 0x1F, URL-encoded as

@@ -93,6 +93,8 @@ REFUSED_ENV: list[tuple[str, str, str]] = [
     ("METASTORE_LEASE_SECONDS", "nan", "got nan"),
     ("METASTORE_LEASE_SECONDS", "inf", "got inf"),
     ("METASTORE_LEASE_SECONDS", "-1", "between 1 and 86400"),
+    ("METASTORE_GC_RECLAIM_S", "0", "between 1 and 86400"),
+    ("METASTORE_GC_RECLAIM_S", "nan", "got nan"),
     ("METASTORE_FORWARD_TIMEOUT_S", "-inf", "got -inf"),
     ("METASTORE_CONSISTENCY_WAIT_S", "0", "between 0.001 and 3600"),
     ("METASTORE_MAX_BODY_BYTES", "0", "between 1024 and"),

@@ -30,7 +30,12 @@ from ssl import SSLContext
 
 from aiohttp import web
 
-from metastore.api.heap import settle_after_startup
+from metastore.api.heap import (
+    freeze_survivors,
+    reclaim_every,
+    settle_after_startup,
+    stop_freezing_survivors,
+)
 from metastore.config import ServerConfig
 
 log = logging.getLogger(__name__)
@@ -144,6 +149,8 @@ async def _serve(
         await runner.cleanup()
         raise
     settle_after_startup()  # the app and its state are loaded: freeze them (``heap``)
+    freeze_survivors()  # and from now on what each full collection leaves
+    reclaimer = asyncio.create_task(reclaim_every(config.gc_reclaim_s))
     # The loop shares the interpreter lock with the commit threads; a thread that wants
     # it waits up to the switch interval while another computes. 1 ms instead of 5 lets
     # the loop answer between a batch's steps (``make bench``: +15-30 % commits/s).
@@ -166,4 +173,6 @@ async def _serve(
         finally:
             server.close()  # no new connections; runner.cleanup() ends the open ones
     finally:
+        reclaimer.cancel()
+        stop_freezing_survivors()
         await runner.cleanup()
