@@ -17,7 +17,7 @@ import logging
 import sys
 import time
 from contextvars import ContextVar
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,7 +50,15 @@ def identify(principal: str, tenant: str) -> None:
     where the path named none."""
     context = CURRENT.get()
     if context is not None:
-        CURRENT.set(replace(context, principal=principal, tenant=context.tenant or tenant))
+        # built field by field: ``dataclasses.replace`` costs a few µs on every request
+        CURRENT.set(
+            RequestContext(
+                context.request_id,
+                context.trace,
+                tenant=context.tenant or tenant,
+                principal=principal,
+            )
+        )
 
 
 class JsonFormatter(logging.Formatter):

@@ -35,14 +35,19 @@ def check_name(kind: str, name: str) -> str:
         raise InvalidName(f"invalid {kind} name: must be a non-empty string")
     if len(name) > MAX_NAME_CHARS:
         raise InvalidName(f"invalid {kind} name: longer than {MAX_NAME_CHARS} characters")
+    if not name.isprintable():  # a printable name holds no control character or surrogate
+        _check_controls(kind, name)
+    if name != name.strip():
+        raise InvalidName(f"invalid {kind} name {name!r}: leading or trailing whitespace")
+    return name
+
+
+def _check_controls(kind: str, name: str) -> None:
     for ch in name:
         if unicodedata.category(ch) in ("Cc", "Cs"):
             raise InvalidName(
                 f"invalid {kind} name {name!r}: control character U+{ord(ch):04X} not allowed"
             )
-    if name != name.strip():
-        raise InvalidName(f"invalid {kind} name {name!r}: leading or trailing whitespace")
-    return name
 
 
 def check_namespace(levels: Sequence[str], *, allow_empty: bool = False) -> tuple[str, ...]:

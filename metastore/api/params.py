@@ -24,6 +24,7 @@ ICEBERG_SEPARATOR = web.AppKey("iceberg_namespace_separator", str)
 _ICEBERG_PATHS = "/v1/"  # the Iceberg API's routes, with and without a prefix
 _KINDS = {"namespace": Kind.NAMESPACE, "table": Kind.TABLE, "view": Kind.VIEW}
 _COLLECTIONS = {"tables": Kind.TABLE, "views": Kind.VIEW}
+_NAMESPACE = web.RequestKey("path-namespace", tuple)  # the path's namespace, once checked
 
 
 def tenant(request: web.Request) -> str:
@@ -51,7 +52,14 @@ def separator(request: web.Request) -> str:
 
 
 def namespace(request: web.Request) -> tuple[str, ...]:
-    return namespace_levels(request.match_info["namespace"], separator(request))
+    """The path's ``{namespace}``, checked once per request: authorization and the
+    handler both ask for it, and its path parameter cannot change in between."""
+    levels = request.get(_NAMESPACE)
+    if levels is None:
+        levels = request[_NAMESPACE] = namespace_levels(
+            request.match_info["namespace"], separator(request)
+        )
+    return levels
 
 
 def check_new_namespace(app: web.Application, key: EntityKey) -> EntityKey:

@@ -75,6 +75,10 @@ def test_system_name_must_be_a_string(name: Any) -> None:
         "emoji🙂",
         "x" * MAX_NAME_CHARS,
         "ü" * MAX_NAME_CHARS,  # the limit counts characters, not UTF-8 bytes
+        # unprintable but neither control nor surrogate: checked character by character
+        "zero\u200bwidth",  # format (Cf)
+        "private\ue000use",  # private use (Co)
+        "in\u2028side",  # line separator (Zl) inside the name
     ],
 )
 def test_valid_names(name: str) -> None:
@@ -92,6 +96,7 @@ def test_valid_names(name: str) -> None:
         ("\tname", "U+0009"),
         ("a\x85", "U+0085"),  # C1 control
         ("a\ud800", "U+D800"),  # lone surrogate
+        ("zero\u200bwidth\x00", "U+0000"),  # after an unprintable character that is allowed
     ],
 )
 def test_control_characters_refused(name: str, code: str) -> None:
