@@ -70,6 +70,18 @@ class Target:
         return f"{'≥' if self.op == '>=' else '≤'} {self.value:.3g}"
 
 
+def ratio_text(ratio: float, target: Target | None) -> str:
+    """Two decimals, or as many as it takes to show why a ratio that rounds onto its
+    target is not met (0.897 against 0.9, not "0.90 NO")."""
+    if math.isnan(ratio):
+        return "-"
+    for digits in (2, 3, 4):
+        text = f"{ratio:.{digits}f}"
+        if target is None or target.met(ratio) == target.met(float(text)):
+            return text
+    return text
+
+
 def at_least(value: float) -> Target:
     return Target(">=", value)
 
@@ -163,7 +175,7 @@ def render(sources: Sequence[tuple[dict[str, Any], list[Row]]]) -> str:
                     row.measure,
                     row.figure.text(),
                     "" if row.base is None else row.base.text(),
-                    "-" if math.isnan(ratio) else f"{ratio:.2f}",
+                    ratio_text(ratio, row.target),
                     "" if row.target is None else row.target.text(),
                     {None: "", True: "yes", False: "NO"}[met],
                 ]

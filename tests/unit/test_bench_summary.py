@@ -44,3 +44,20 @@ def test_rows_round_trip_into_one_table(tmp_path: Path, monkeypatch: pytest.Monk
     assert lines[3].rstrip().endswith("yes")
     assert " - " in lines[4] and not lines[4].rstrip().endswith(("yes", "NO"))
     assert "1.10" in lines[5]
+
+
+@pytest.mark.parametrize(
+    ("ratio", "target", "shown"),
+    [
+        (0.8966, at_least(0.9), "0.897"),  # rounds onto the target, not met: a third digit
+        (0.8999, at_least(0.9), "0.8999"),
+        (0.9123, at_least(0.9), "0.91"),
+        (50.004, at_most(50), "50.004"),
+        (0.15, None, "0.15"),
+        (math.nan, at_least(1), "-"),
+    ],
+)
+def test_a_ratio_never_reads_as_its_target_when_it_misses_it(
+    ratio: float, target: summary.Target | None, shown: str
+) -> None:
+    assert summary.ratio_text(ratio, target) == shown
