@@ -67,6 +67,7 @@ from metastore.persistence.rules import (
 from metastore.persistence.wal_sync import GroupSync
 
 PAGE = 256  # entries per scan page (one short-lived iterator each)
+REMEMBERED_KEYS = 100_000  # values ``get_remembered`` keeps (refs); all dropped past it
 DECODED_REFS = 100_000  # refs kept decoded (a few hundred bytes each); all dropped past it
 
 
@@ -121,6 +122,11 @@ class RocksDB:
         except Exception as exc:  # rocksdict raises a bare Exception with RocksDB's status
             raise _open_error(self.path, exc) from None
         self._db: Rdict | None = db
+        # what ``get_remembered`` read, forgotten by every write of the key through this
+        # handle; ``_generation`` counts the writes' start and end (see ``_forget``)
+        self._remembered: dict[bytes, bytes | None] = {}
+        self._remembered_lock = threading.Lock()
+        self._generation = 0
         try:
             self._check_format()
         except BaseException:
@@ -129,6 +135,29 @@ class RocksDB:
 
     def get(self, key: bytes) -> bytes | None:
         found: bytes | None = self._live().get(key)
+        return found
+
+    def get_remembered(self, key: bytes) -> bytes | None:
+        """``get`` of a key read on every request (a ref), from memory once read.
+
+        Every write goes through ``write`` or ``write_unsynced`` of this handle (one
+        process holds the database), and each forgets the keys it writes twice: before
+        RocksDB takes it and after. A value read from the database is remembered only if
+        no write started or ended while it was read, so what is remembered after a
+        write's end was read after that write, and what a reader remembered during a
+        write is forgotten at its end. A read during a write may return the value before
+        it, as a read that came a moment earlier would.
+        """
+        with self._remembered_lock:
+            if key in self._remembered:
+                return self._remembered[key]
+            generation = self._generation
+        found: bytes | None = self._live().get(key)
+        with self._remembered_lock:
+            if self._generation == generation:
+                if len(self._remembered) >= REMEMBERED_KEYS:
+                    self._remembered.clear()
+                self._remembered[key] = found
         return found
 
     def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
@@ -170,12 +199,35 @@ class RocksDB:
     def write(self, writes: Mapping[bytes, bytes | None]) -> None:
         """Put (or, for None, delete) every key in one WriteBatch: all or nothing."""
         if writes:
-            self._live().write(_batch(writes), self._write_opt)
+            self._forget(writes)
+            try:
+                self._live().write(_batch(writes), self._write_opt)
+            finally:
+                self._forget(writes)
 
     def write_unsynced(self, writes: Mapping[bytes, bytes | None]) -> None:
         """``write`` without waiting for the disk: durable only after ``sync_wal``."""
         if writes:
-            self._live().write(_batch(writes), self._unsynced_opt)
+            self._forget(writes)
+            try:
+                self._live().write(_batch(writes), self._unsynced_opt)
+            finally:
+                self._forget(writes)
+
+    def _forget(self, writes: Mapping[bytes, bytes | None]) -> None:
+        """Drop what ``get_remembered`` holds of ``writes``' keys and count a write's
+        start or end (reads under way then remember nothing)."""
+        with self._remembered_lock:
+            self._generation += 1
+            remembered = self._remembered
+            if not remembered:
+                return
+            if len(writes) <= len(remembered):
+                for key in writes:
+                    remembered.pop(key, None)
+            else:
+                for key in [k for k in remembered if k in writes]:
+                    del remembered[key]
 
     def sync_wal(self) -> None:
         """fsync the WAL: every write made before this call is on disk when it returns
@@ -202,6 +254,9 @@ class RocksDB:
     def close(self) -> None:
         """Flush and release the database; a later handle on the same path reopens it."""
         db, self._db = self._db, None
+        with self._remembered_lock:
+            self._remembered.clear()
+            self._generation += 1
         if db is not None:
             db.close()
 
@@ -297,7 +352,7 @@ class RocksDBReader:
         ]
 
     def get_ref(self, key: RefKey) -> Ref | None:
-        raw = self.db.get(ref_key(key))
+        raw = self.db.get_remembered(ref_key(key))
         return None if raw is None else self.decode_ref(key, raw)
 
     def scan_refs(self, tenant: str | None = None) -> Iterator[Ref]:
@@ -332,7 +387,7 @@ class RocksDBPersistence(RocksDBReader):
 
     def get_ref(self, key: RefKey) -> Ref | None:
         raw_key = ref_key(key)
-        raw = self.db.get(raw_key)
+        raw = self.db.get_remembered(raw_key)
         # read after the database: a write hides its ref before RocksDB takes it, so a
         # value read from a write not yet synced is always replaced here
         hidden = self._hidden.get(raw_key)

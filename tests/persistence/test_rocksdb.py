@@ -21,7 +21,7 @@ import metastore
 from metastore.errors import ObjectConflict, RefConditionFailed
 from metastore.keys import ObjKey, RefKey
 from metastore.persistence.base import Ref, RefUpdate, StoredObject, UpdateableObject
-from metastore.persistence.rocksdb import RocksDBPersistence, StoreFormatError
+from metastore.persistence.rocksdb import RocksDB, RocksDBPersistence, StoreFormatError
 
 MAIN = RefKey("t", "c", "main")
 
@@ -210,3 +210,77 @@ def test_a_written_ref_is_read_back_without_decoding_and_never_stale(tmp_path: P
         assert other.get_ref(MAIN) == moved
     finally:
         other.close()
+
+
+def test_a_remembered_read_is_forgotten_by_every_write_of_its_key(tmp_path: Path) -> None:
+    """Refs are read from memory once read; each way of writing the key (synced,
+    unsynced, deleting) is seen by the next read, and a write of other keys keeps it."""
+    db = RocksDB(tmp_path / "db", sync=False)
+    try:
+        key, other = b"r\x00hot", b"o\x00cold"
+        assert db.get_remembered(key) is None  # an absent key is remembered as absent
+        db.write({key: b"1"})
+        assert db.get_remembered(key) == b"1"
+        db.write_unsynced({key: b"2", other: b"x"})
+        assert db.get_remembered(key) == b"2"
+        db.write({other: b"y"})
+        assert db.get_remembered(key) == b"2"
+        db.write({key: None})
+        assert db.get_remembered(key) is None
+        db.write({key: b"3"})
+        many = {b"o\x00%d" % i: b"v" for i in range(50)} | {key: b"4"}  # more keys than held
+        db.write_unsynced(many)
+        assert db.get_remembered(key) == b"4" == db.get(key)
+    finally:
+        db.close()
+    reopened = RocksDB(tmp_path / "db", sync=False)
+    try:
+        assert reopened.get_remembered(b"r\x00hot") == b"4"
+    finally:
+        reopened.close()
+
+
+def test_a_remembered_read_never_goes_back_behind_a_finished_write(tmp_path: Path) -> None:
+    """One thread writes 1, 2, 3, ... to a key (each a WriteBatch, synced or not) and
+    publishes each number once its write returned; readers on other threads check that
+    a read started after a number was published never returns an older one. A value
+    remembered from a read that overlapped a write would show here as an older one."""
+    db = RocksDB(tmp_path / "db", sync=False)
+    key = b"r\x00hot"
+    db.write({key: b"0"})
+    writes = 20_000  # about a second
+    done = 0
+    stop = threading.Event()
+    stale: list[tuple[int, int]] = []
+    reads = [0]
+
+    def writer() -> None:
+        nonlocal done
+        for i in range(1, writes + 1):
+            (db.write if i % 2 else db.write_unsynced)({key: b"%d" % i, b"o\x00%d" % i: b"v"})
+            done = i
+        stop.set()
+
+    def reader() -> None:
+        while not stop.is_set():
+            floor = done
+            found = db.get_remembered(key)
+            reads[0] += 1
+            value = int(found) if found is not None else -1
+            if value < floor:
+                stale.append((floor, value))
+
+    threads = [threading.Thread(target=writer)] + [
+        threading.Thread(target=reader) for _ in range(3)
+    ]
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        sys.setswitchinterval(0.005)
+        db.close()
+    assert not stale, stale[:5]
+    assert reads[0] > 1000 and done == writes
