@@ -1,8 +1,9 @@
 """Reads never block the event loop: every store read a request makes runs in a thread.
 
 A node is built in-process (the real engine over a real RocksDB) and driven over
-real HTTP on the test's event loop; each request reads at least its catalog's ref,
-which no cache keeps. The database notes the thread of each read
+real HTTP on the test's event loop; each request reads at least its catalog's ref
+(``get_remembered``: a read from memory once read, but a read of the database the first
+time, so every call counts as a read). The database notes the thread of each read
 while ``watching``; the read routes of both APIs (listings, gets, exists, history,
 tenants, catalogs, configuration) and the writes that set up what they read must
 never read on the loop's thread.
@@ -58,7 +59,7 @@ class ReadThreads:
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> ReadThreads:
     noted = ReadThreads()
-    for name in ("get", "get_many", "page"):
+    for name in ("get", "get_remembered", "get_many", "page"):
         monkeypatch.setattr(RocksDB, name, noted.wrap(getattr(RocksDB, name)))
     return noted
 
