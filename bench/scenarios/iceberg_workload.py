@@ -10,6 +10,12 @@ Measured:
    append (add-snapshot + set main) guarded by ``assert-ref-snapshot-id``; the
    history is built with the same commits, ``HISTORY_BATCH`` snapshots per commit.
 
+For this service's node, create_table and the commit step also show where their
+time goes on the node, from its own ``/metrics`` (``NodeTimes``): the mean time of
+the HTTP request, of the commit in it (queued in its lane until its outcome) and of
+the durable write (the WAL fsync) per operation. The rest of a client's latency is
+the client itself and the loopback round trip.
+
 Results are one flat dict per backend (the keys of ``ROWS``), as the JSON file keeps them.
 """
 
@@ -17,11 +23,13 @@ from __future__ import annotations
 
 import argparse
 import time
+import urllib.request
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
 from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.table.refs import SnapshotRefType
@@ -49,12 +57,19 @@ HISTORY_BATCH = 100
 # (label, result key, format) of each summary row
 ROWS = [
     ("create_table/s", "create_table_per_s", "{:.0f}"),
+    ("create_table mean ms", "create_table_mean_ms", "{:.2f}"),
     ("commit step p50 ms", "commit_step_p50_ms", "{:.2f}"),
+    ("commit step mean ms", "commit_step_mean_ms", "{:.2f}"),
     ("commit step p99 ms", "commit_step_p99_ms", "{:.2f}"),
     ("create_table client CPU ms", "create_table_client_cpu_ms", "{:.2f}"),
     ("create_table server CPU ms", "create_table_server_cpu_ms", "{:.2f}"),
     ("commit step client CPU ms", "commit_step_client_cpu_ms", "{:.2f}"),
     ("commit step server CPU ms", "commit_step_server_cpu_ms", "{:.2f}"),
+    *[
+        (f"{op} node {part} ms", f"{key}_node_{part.replace(' ', '_')}_ms", "{:.2f}")
+        for op, key in (("create_table", "create_table"), ("commit step", "commit_step"))
+        for part in ("request", "commit", "durable write")
+    ],
     ("load_table/s", "load_table_per_s", "{:.0f}"),
     ("list_tables (200) p50 ms", "list_200_tables_p50_ms", "{:.2f}"),
     *[
@@ -82,6 +97,81 @@ class Cpu:
         client, server = time.process_time(), children_cpu()
         per = 1000 / max(self._count, 1)
         self.ms = ((client - self._started[0]) * per, (server - self._started[1]) * per)
+
+
+# what ``NodeTimes`` reads: each histogram's sum and count over all its label sets
+NODE_HISTOGRAMS = {
+    "request": "metastore_http_request_duration_seconds",
+    "commit": "metastore_commit_duration_seconds",
+    "durable write": "metastore_durable_write_duration_seconds",
+}
+
+
+def histogram_totals(text: str) -> dict[str, tuple[float, float]]:
+    """``(sum, count)`` of each of ``NODE_HISTOGRAMS`` in a Prometheus text exposition,
+    added over every label set."""
+    totals = {part: [0.0, 0.0] for part in NODE_HISTOGRAMS}
+    by_name = {name: part for part, name in NODE_HISTOGRAMS.items()}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        series, _, value = line.rpartition(" ")
+        name = series.split("{", 1)[0]
+        for suffix, slot in (("_sum", 0), ("_count", 1)):
+            part = by_name.get(name.removesuffix(suffix)) if name.endswith(suffix) else None
+            if part is not None:
+                totals[part][slot] += float(value)
+    return {part: (total[0], total[1]) for part, total in totals.items()}
+
+
+class NodeTimes:
+    """Mean node time per operation over a ``with`` block of ``count`` operations, in
+    ms, from the node's ``/metrics`` read before and after: its HTTP requests, the
+    commits in them and their durable writes. An operation that makes no commit (or
+    shares a durable write) shows less than one of each; the means are per operation."""
+
+    def __init__(self, url: str, count: int) -> None:
+        self._url = url.rstrip("/") + "/metrics"
+        self._count = count
+        self._before: dict[str, tuple[float, float]] = {}
+        self.ms: dict[str, float] = {}
+
+    def _read(self) -> dict[str, tuple[float, float]]:
+        with urllib.request.urlopen(self._url, timeout=30) as response:
+            return histogram_totals(response.read().decode())
+
+    def __enter__(self) -> NodeTimes:
+        self._before = self._read()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        after = self._read()
+        per = 1000 / max(self._count, 1)
+        self.ms = {part: (after[part][0] - self._before[part][0]) * per for part in after}
+
+    def into(self, out: dict[str, float], key: str) -> None:
+        for part, value in self.ms.items():
+            out[f"{key}_node_{part.replace(' ', '_')}_ms"] = value
+
+
+class _NoTimes:
+    """``NodeTimes`` for a catalog with no node (``SqlCatalog``): records nothing."""
+
+    def __enter__(self) -> _NoTimes:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+    def into(self, out: dict[str, float], key: str) -> None:
+        return None
+
+
+def node_times(catalog: Catalog, count: int) -> NodeTimes | _NoTimes:
+    """The node's times when ``catalog`` is this service over REST; else nothing."""
+    if isinstance(catalog, RestCatalog):
+        return NodeTimes(catalog.properties["uri"], count)
+    return _NoTimes()
 
 
 def timed(fn: Callable[[], Any]) -> float:
@@ -141,11 +231,13 @@ def workload(catalog: Catalog, args: argparse.Namespace) -> dict[str, float]:
     catalog.create_namespace(("bench",))
     catalog.create_namespace(("listing",))
 
-    with Cpu(args.tables) as cpu:
+    with Cpu(args.tables) as cpu, node_times(catalog, args.tables) as node:
         times = repeat(
             "create_table", args.tables, lambda i: catalog.create_table(("bench", f"t{i}"), SCHEMA)
         )
     out["create_table_per_s"] = len(times) / sum(times)
+    out["create_table_mean_ms"] = sum(times) / len(times) * 1000
+    node.into(out, "create_table")
     out["create_table_client_cpu_ms"], out["create_table_server_cpu_ms"] = cpu.ms
 
     table = catalog.load_table(("bench", "t0"))
@@ -153,10 +245,12 @@ def workload(catalog: Catalog, args: argparse.Namespace) -> dict[str, float]:
     def set_property(i: int) -> None:
         catalog.commit_table(table, (), (SetPropertiesUpdate(updates={"round": str(i)}),))
 
-    with Cpu(args.commits) as cpu:
+    with Cpu(args.commits) as cpu, node_times(catalog, args.commits) as node:
         latency = Latency.of(repeat("commit step", args.commits, set_property))
+    node.into(out, "commit_step")
     out["commit_step_client_cpu_ms"], out["commit_step_server_cpu_ms"] = cpu.ms
     out["commit_step_p50_ms"] = latency.p50
+    out["commit_step_mean_ms"] = latency.mean
     out["commit_step_p99_ms"] = latency.p99
 
     add_snapshots(catalog, catalog.load_table(("bench", "t1")), 5)

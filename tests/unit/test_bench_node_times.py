@@ -1,0 +1,56 @@
+"""Where an Iceberg operation's time goes on the node, as the PyIceberg benchmark reads it
+from the node's ``/metrics`` (``bench.scenarios.iceberg_workload.NodeTimes``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.catalog.sql import SqlCatalog
+
+from bench.scenarios.iceberg_workload import SCHEMA, histogram_totals, node_times
+from harness.node import NodeProcess
+
+
+def test_totals_add_every_label_set_and_only_the_named_histograms() -> None:
+    registry = CollectorRegistry()
+    requests = Histogram(
+        "metastore_http_request_duration_seconds", "r", ("route", "method"), registry=registry
+    )
+    requests.labels("/v1/{prefix}/namespaces/{namespace}/tables", "POST").observe(0.004)
+    requests.labels("/v1/{prefix}/a b", "GET").observe(0.002)  # a space in a label value
+    Histogram("metastore_commit_duration_seconds", "c", registry=registry).observe(0.0015)
+    Histogram("metastore_other_duration_seconds", "o", registry=registry).observe(9.0)
+    totals = histogram_totals(generate_latest(registry).decode())
+    assert totals["request"][1] == 2 and abs(totals["request"][0] - 0.006) < 1e-9
+    assert totals["commit"] == (0.0015, 1.0)
+    assert totals["durable write"] == (0.0, 0.0)  # absent: nothing, not someone else's
+
+
+def test_a_node_splits_each_create_into_request_commit_and_durable_write(
+    tmp_path: Path,
+) -> None:
+    with NodeProcess(tmp_path / "data", log_path=tmp_path / "node.log") as node:
+        catalog = RestCatalog("bench", uri=node.url)
+        catalog.create_namespace("bench")
+        with node_times(catalog, 4) as times:
+            for i in range(4):
+                catalog.create_table(("bench", f"t{i}"), SCHEMA)
+        out: dict[str, float] = {}
+        times.into(out, "create_table")
+    request, commit, write = (
+        out[f"create_table_node_{part}_ms"] for part in ("request", "commit", "durable_write")
+    )
+    # each create is one request holding one commit holding one fsync'd write
+    assert request > commit > write > 0, out
+
+
+def test_a_catalog_without_a_node_records_nothing(tmp_path: Path) -> None:
+    catalog = SqlCatalog("t", uri=f"sqlite:///{tmp_path / 'c.db'}", warehouse=tmp_path.as_uri())
+    catalog.create_namespace("bench")
+    with node_times(catalog, 1) as times:
+        catalog.create_table(("bench", "t"), SCHEMA)
+    out: dict[str, float] = {}
+    times.into(out, "create_table")
+    assert out == {}
