@@ -12,7 +12,8 @@ Backends, side by side in one run:
 (``bench/scenarios/iceberg_backends.py``.)
 
 Every backend writes its table files to a local ``file://`` warehouse. Measured,
-single client, sequential:
+single client, sequential, after a warm-up that is not measured (30 creates, commit
+steps and loads), each phase on every backend in turn before the next phase:
 
 1. create_table/s (``--tables`` tables);
 2. the catalog commit step: ``catalog.commit_table`` of one set-properties update;
@@ -82,11 +83,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     quick = args.quick
-    args.tables = 20 if quick else 200
-    args.commits = 20 if quick else 100
-    args.loads = 50 if quick else 300
-    args.lists = 5 if quick else 20
-    args.history_commits = 3 if quick else 10
+    # long enough that a hiccup of this machine moves a figure little (300 loads took
+    # about a second, and one slow second halved a run's load_table/s)
+    args.warmup = 3 if quick else 30  # creates, commit steps and loads, not measured
+    args.tables = 20 if quick else 400
+    args.commits = 20 if quick else 300
+    args.loads = 50 if quick else 1500
+    args.lists = 5 if quick else 50
+    args.history_commits = 3 if quick else 20
     args.max_snapshots = 100 if quick else 1000
     if args.append_seconds is None:
         args.append_seconds = 5.0 if quick else 20.0
@@ -100,23 +104,34 @@ def run(args: argparse.Namespace) -> int:
     appends: dict[str, dict[str, float]] = {}
     notes: list[str] = []
     failed = False
-    for name, backend in BACKENDS.items():
-        if args.only and name not in args.only:
-            continue
-        if name == "sql-postgres" and (why := ensure_postgres()) is not None:
-            notes.append(f"sql-postgres skipped: {why}")
-            continue
-        print(f"\n== {name} ==", flush=True)
-        with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as tmp, ExitStack() as stack:
+    catalogs: dict[str, Catalog] = {}
+    with ExitStack() as stack:
+        for name, backend in BACKENDS.items():
+            if args.only and name not in args.only:
+                continue
+            if name == "sql-postgres" and (why := ensure_postgres()) is not None:
+                notes.append(f"sql-postgres skipped: {why}")
+                continue
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix=f"bench-{name}-"))
             try:
-                catalog = stack.enter_context(backend(Path(tmp)))
-                if not args.appenders_only:
-                    results[name] = iceberg_workload.workload(catalog, args)
-                if not args.skip_appenders:
-                    appends.update(_appenders(name, catalog, args))
+                catalogs[name] = stack.enter_context(backend(Path(tmp)))
             except Exception as exc:  # report and go on with the other backends
                 failed = True
-                notes.append(f"{name} failed: {type(exc).__name__}: {exc}")
+                notes.append(f"{name} failed to start: {type(exc).__name__}: {exc}")
+        print(f"backends: {', '.join(catalogs)}; each phase runs on each in turn", flush=True)
+        if not args.appenders_only:
+            results, failures = iceberg_workload.interleave(catalogs, args)
+            failed = failed or bool(failures)
+            notes += [f"{name} failed: {why}" for name, why in failures.items()]
+        for name, catalog in catalogs.items():
+            if args.skip_appenders:
+                break
+            print(f"\n== {name}: concurrent appenders ==", flush=True)
+            try:
+                appends.update(_appenders(name, catalog, args))
+            except Exception as exc:  # report and go on with the other backends
+                failed = True
+                notes.append(f"{name} appenders failed: {type(exc).__name__}: {exc}")
                 print(f"  FAILED: {exc}", flush=True)
     text = "\n".join(iceberg_workload.section(results) if results else [])
     if appends:

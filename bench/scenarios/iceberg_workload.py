@@ -1,6 +1,6 @@
 """One PyIceberg workload, single client and sequential, against any ``Catalog``.
 
-Measured:
+Measured, after ``warm_up`` (not measured):
 
 1. create_table/s (``tables`` tables);
 2. the catalog commit step: ``catalog.commit_table`` of one set-properties update;
@@ -16,7 +16,9 @@ the HTTP request, of the commit in it (queued in its lane until its outcome) and
 the durable write (the WAL fsync) per operation. The rest of a client's latency is
 the client itself and the loopback round trip.
 
-Results are one flat dict per backend (the keys of ``ROWS``), as the JSON file keeps them.
+Each phase runs on every backend before the next phase starts (``interleave``), so a
+ratio compares figures taken seconds apart, not minutes. Results are one flat dict per
+backend (the keys of ``ROWS``), as the JSON file keeps them.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import argparse
 import time
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import Any
 
@@ -226,19 +228,33 @@ def add_snapshots(catalog: Catalog, table: Table, count: int) -> Table:
     return catalog.load_table(table.name())
 
 
-def workload(catalog: Catalog, args: argparse.Namespace) -> dict[str, float]:
-    out: dict[str, float] = {}
+def phases(
+    name: str, catalog: Catalog, args: argparse.Namespace, out: dict[str, float]
+) -> Iterator[str]:
+    """The workload on ``catalog``, its figures put in ``out``; yields the name of each
+    phase once it is measured, so that ``interleave`` can run each phase on every
+    backend before the next one (this machine's speed drifts over minutes)."""
     catalog.create_namespace(("bench",))
     catalog.create_namespace(("listing",))
+    rest = isinstance(catalog, RestCatalog)
+    warm_up(name, catalog, args.warmup)
+
+    def cpu_into(cpu: Cpu, key: str) -> None:
+        out[f"{key}_client_cpu_ms"] = cpu.ms[0]
+        if rest:  # the node is this process's child; SqlCatalog's work is all the client's
+            out[f"{key}_server_cpu_ms"] = cpu.ms[1]
 
     with Cpu(args.tables) as cpu, node_times(catalog, args.tables) as node:
         times = repeat(
-            "create_table", args.tables, lambda i: catalog.create_table(("bench", f"t{i}"), SCHEMA)
+            f"{name}: create_table",
+            args.tables,
+            lambda i: catalog.create_table(("bench", f"t{i}"), SCHEMA),
         )
     out["create_table_per_s"] = len(times) / sum(times)
     out["create_table_mean_ms"] = sum(times) / len(times) * 1000
     node.into(out, "create_table")
-    out["create_table_client_cpu_ms"], out["create_table_server_cpu_ms"] = cpu.ms
+    cpu_into(cpu, "create_table")
+    yield "create_table"
 
     table = catalog.load_table(("bench", "t0"))
 
@@ -246,25 +262,28 @@ def workload(catalog: Catalog, args: argparse.Namespace) -> dict[str, float]:
         catalog.commit_table(table, (), (SetPropertiesUpdate(updates={"round": str(i)}),))
 
     with Cpu(args.commits) as cpu, node_times(catalog, args.commits) as node:
-        latency = Latency.of(repeat("commit step", args.commits, set_property))
+        latency = Latency.of(repeat(f"{name}: commit step", args.commits, set_property))
     node.into(out, "commit_step")
-    out["commit_step_client_cpu_ms"], out["commit_step_server_cpu_ms"] = cpu.ms
+    cpu_into(cpu, "commit_step")
     out["commit_step_p50_ms"] = latency.p50
     out["commit_step_mean_ms"] = latency.mean
     out["commit_step_p99_ms"] = latency.p99
+    yield "commit step"
 
     add_snapshots(catalog, catalog.load_table(("bench", "t1")), 5)
-    times = repeat("load_table", args.loads, lambda _: catalog.load_table(("bench", "t1")))
+    times = repeat(f"{name}: load_table", args.loads, lambda _: catalog.load_table(("bench", "t1")))
     out["load_table_per_s"] = len(times) / sum(times)
+    yield "load_table"
 
     repeat(
-        "tables for listing",
+        f"{name}: tables for listing",
         LIST_TABLES,
         lambda i: catalog.create_table(("listing", f"l{i:03d}"), SCHEMA),
     )
     times = [timed(lambda: catalog.list_tables(("listing",))) for _ in range(args.lists)]
     assert len(catalog.list_tables(("listing",))) == LIST_TABLES
     out["list_200_tables_p50_ms"] = Latency.of(times).p50
+    yield "list_tables"
 
     table = catalog.load_table(("bench", "t2"))
     have = 0
@@ -283,8 +302,41 @@ def workload(catalog: Catalog, args: argparse.Namespace) -> dict[str, float]:
             have += 1
         p50 = Latency.of(times).p50
         out[f"commit_at_{point}_snapshots_p50_ms"] = p50
-        print(f"    commit at ~{point} snapshots: p50 {ms(p50)} ms", flush=True)
-    return out
+        print(f"    {name}: commit at ~{point} snapshots: p50 {ms(p50)} ms", flush=True)
+        yield f"commit at {point} snapshots"
+
+
+def warm_up(name: str, catalog: Catalog, count: int) -> None:
+    """``count`` creates, commit steps and loads, not measured: each client's first calls
+    pay for imports, connections and compiled statements (a REST client's first creates
+    cost several times its later ones in CPU), which are not the catalog's speed."""
+    catalog.create_namespace(("warmup",))
+    repeat(f"{name}: warm-up", count, lambda i: catalog.create_table(("warmup", f"w{i}"), SCHEMA))
+    table = catalog.load_table(("warmup", "w0"))
+    for i in range(count):
+        catalog.commit_table(table, (), (SetPropertiesUpdate(updates={"round": str(i)}),))
+        table = catalog.load_table(("warmup", "w0"))
+
+
+def interleave(
+    catalogs: Mapping[str, Catalog], args: argparse.Namespace
+) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
+    """The workload on every catalog, one phase at a time on each in turn: the figures
+    of each backend that finished, and why each other one failed (the rest go on)."""
+    results: dict[str, dict[str, float]] = {name: {} for name in catalogs}
+    running = {name: phases(name, c, args, results[name]) for name, c in catalogs.items()}
+    failed: dict[str, str] = {}
+    while running:
+        for name, steps in list(running.items()):
+            try:
+                next(steps)
+            except StopIteration:
+                del running[name]
+            except Exception as exc:  # report it; the other backends go on
+                del running[name], results[name]
+                failed[name] = f"{type(exc).__name__}: {exc}"
+                print(f"  {name} FAILED: {failed[name]}", flush=True)
+    return results, failed
 
 
 def section(results: Mapping[str, Mapping[str, float]]) -> list[str]:

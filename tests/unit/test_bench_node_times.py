@@ -1,15 +1,18 @@
-"""Where an Iceberg operation's time goes on the node, as the PyIceberg benchmark reads it
-from the node's ``/metrics`` (``bench.scenarios.iceberg_workload.NodeTimes``)."""
+"""The PyIceberg benchmark's single-client workload (``bench.scenarios.iceberg_workload``):
+where an operation's time goes on the node, read from its ``/metrics`` (``NodeTimes``),
+and the phases run on every backend in turn (``interleave``)."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.catalog.sql import SqlCatalog
 
-from bench.scenarios.iceberg_workload import SCHEMA, histogram_totals, node_times
+from bench.scenarios.iceberg_workload import SCHEMA, histogram_totals, interleave, node_times
 from harness.node import NodeProcess
 
 
@@ -54,3 +57,33 @@ def test_a_catalog_without_a_node_records_nothing(tmp_path: Path) -> None:
     out: dict[str, float] = {}
     times.into(out, "create_table")
     assert out == {}
+
+
+def test_each_phase_runs_on_every_backend_before_the_next_and_a_failure_stops_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def sql(name: str) -> SqlCatalog:
+        (tmp_path / name).mkdir()
+        return SqlCatalog(
+            name, uri=f"sqlite:///{tmp_path / name / 'c.db'}", warehouse=(tmp_path / name).as_uri()
+        )
+
+    broken = sql("broken")
+    broken.create_namespace("listing")  # the workload's second namespace: it fails there
+    args = argparse.Namespace(
+        warmup=2, tables=3, commits=3, loads=3, lists=2, history_commits=1, max_snapshots=1
+    )
+    results, failed = interleave({"a": sql("a"), "b": sql("b"), "broken": broken}, args)
+    assert set(results) == {"a", "b"} and list(failed) == ["broken"]
+    assert "NamespaceAlreadyExistsError" in failed["broken"]
+    for out in results.values():
+        assert {"create_table_per_s", "load_table_per_s", "commit_at_1_snapshots_p50_ms"} <= set(
+            out
+        )
+        assert "create_table_server_cpu_ms" not in out  # no node: the client did it all
+    printed = capsys.readouterr().out
+    order = [printed.index(f"[{name}: {phase}]") for phase in PHASES for name in ("a", "b")]
+    assert order == sorted(order), printed
+
+
+PHASES = ("create_table", "commit step", "load_table", "tables for listing")
