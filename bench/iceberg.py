@@ -83,8 +83,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     quick = args.quick
-    # long enough that a hiccup of this machine moves a figure little (300 loads took
-    # about a second, and one slow second halved a run's load_table/s)
+    # long enough that a hiccup of this machine moves a figure little: 300 loads took
+    # about a second, and one run's load_table/s was half the next run's minutes later
     args.warmup = 3 if quick else 30  # creates, commit steps and loads, not measured
     args.tables = 20 if quick else 400
     args.commits = 20 if quick else 300
