@@ -198,19 +198,19 @@ class RocksDB:
 
     def write(self, writes: Mapping[bytes, bytes | None]) -> None:
         """Put (or, for None, delete) every key in one WriteBatch: all or nothing."""
-        if writes:
-            self._forget(writes)
-            try:
-                self._live().write(_batch(writes), self._write_opt)
-            finally:
-                self._forget(writes)
+        self._write(writes, self._write_opt)
 
     def write_unsynced(self, writes: Mapping[bytes, bytes | None]) -> None:
         """``write`` without waiting for the disk: durable only after ``sync_wal``."""
+        self._write(writes, self._unsynced_opt)
+
+    def _write(self, writes: Mapping[bytes, bytes | None], options: WriteOptions) -> None:
+        """Every write of this handle: what ``get_remembered`` holds of its keys is
+        forgotten before RocksDB takes the batch and again after."""
         if writes:
             self._forget(writes)
             try:
-                self._live().write(_batch(writes), self._unsynced_opt)
+                self._live().write(_batch(writes), options)
             finally:
                 self._forget(writes)
 
