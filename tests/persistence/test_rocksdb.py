@@ -18,6 +18,7 @@ import pytest
 from rocksdict import Options, Rdict
 
 import metastore
+from harness.threads import run_interleaved
 from metastore.errors import ObjectConflict, RefConditionFailed
 from metastore.keys import ObjKey, RefKey
 from metastore.persistence.base import Ref, RefUpdate, StoredObject, UpdateableObject
@@ -273,14 +274,9 @@ def test_a_remembered_read_never_goes_back_behind_a_finished_write(tmp_path: Pat
     threads = [threading.Thread(target=writer)] + [
         threading.Thread(target=reader) for _ in range(3)
     ]
-    sys.setswitchinterval(1e-6)  # switch threads as often as possible
     try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
+        run_interleaved(threads, switch_interval_s=1e-6)  # switch as often as possible
     finally:
-        sys.setswitchinterval(0.005)
         db.close()
     assert not stale, stale[:5]
     assert reads[0] > 1000 and done == writes

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from harness.threads import run_interleaved
 from metastore.changes import CreateEntity, DeleteEntity, RenameEntity, UpdateEntity
 from metastore.codec import default_codec
 from metastore.commits import CommitOutcome, CommitRequest, EngineLimits, RefAction
@@ -333,15 +333,7 @@ def test_two_processes_committing_concurrently_all_succeed(persistence: FaultyPe
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(node, w)) for w, node in enumerate((a, b, a, b))]
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)  # interleave the threads finely: more lost CAS races
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-    finally:
-        sys.setswitchinterval(interval)
+    run_interleaved(threads, switch_interval_s=1e-5)  # finely: more lost CAS races
     assert errors == []
     assert len(acknowledged) == len(set(acknowledged)) == 200
     assert a.committer.cas_retries + b.committer.cas_retries > 0
