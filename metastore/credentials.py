@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from metastore.errors import BadRequest, StorageUnavailable
+from metastore.memory_only import check as may_wait
 
 ENV_PREFIX = "METASTORE_STORAGE_CREDENTIALS_"
 NODE_IO_ENV = "METASTORE_WAREHOUSE_IO"  # the node's FileIO setting: its secret keys only
@@ -155,6 +156,7 @@ class Credentials:
             if text is None:
                 raise self._unavailable("is not set on this node")
             return text
+        may_wait()  # a file
         path = str(self.file)
         directory = os.path.realpath(sources.directory) if sources.directory else ""
         real = os.path.realpath(path)

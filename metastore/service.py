@@ -47,6 +47,7 @@ from metastore.keys import (
     kind_prefix,
 )
 from metastore.lanes import CommitLanes
+from metastore.memory_only import WouldWait, memory_only
 from metastore.model import Commit, Entity
 from metastore.names import check_system_name
 from metastore.paging import PageToken, check_page_size, decode_token, encode_token, fingerprint
@@ -101,6 +102,10 @@ class Metastore:
         self.sweeps = SweepCounts()
         # told the tenant after each commit of this node to a tenant's own records
         self.tenant_changed: list[Callable[[str], None]] = []
+        # ``read_point``s answered on the event loop and handed to a thread (counted on
+        # the loop, the only thread that calls it)
+        self.point_reads_on_loop = 0
+        self.point_reads_in_thread = 0
 
     @property
     def codec(self) -> Codec:
@@ -121,6 +126,23 @@ class Metastore:
         commit threads, so reads never queue behind a batch's durable write.
         """
         return await asyncio.to_thread(function, *args, **kwargs)
+
+    async def read_point(self, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """``read`` for a read of a few keys (a ref, an entity, a table load): run on
+        the event loop when memory holds everything it needs, else in a worker thread
+        (``metastore.memory_only``). Never for a listing: its work grows with what it
+        lists, and the loop would wait for all of it."""
+        try:
+            with memory_only():
+                found = function(*args, **kwargs)
+        except WouldWait:
+            self.point_reads_in_thread += 1
+            return await asyncio.to_thread(function, *args, **kwargs)
+        except BaseException:  # a 404 and the like, answered on the loop all the same
+            self.point_reads_on_loop += 1
+            raise
+        self.point_reads_on_loop += 1
+        return found
 
     def get_ref(self, tenant: str, catalog: str) -> Ref:
         ref = self.persistence.get_ref(catalog_ref(tenant, catalog))

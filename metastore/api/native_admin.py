@@ -66,7 +66,9 @@ async def create_tenant(request: web.Request) -> web.Response:
 async def get_tenant(request: web.Request) -> web.Response:
     name = params.tenant(request)
     metastore = request.app[METASTORE]
-    return web.json_response(named_json(name, await metastore.read(metastore.get_tenant, name)))
+    return web.json_response(
+        named_json(name, await metastore.read_point(metastore.get_tenant, name))
+    )
 
 
 async def _update_record(request: web.Request, tenant: str, catalog: str) -> Entity:
@@ -172,7 +174,7 @@ async def create_catalog(request: web.Request) -> web.Response:
 async def get_catalog(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
     metastore = request.app[METASTORE]
-    entity = await metastore.read(metastore.get_catalog, tenant, catalog)
+    entity = await metastore.read_point(metastore.get_catalog, tenant, catalog)
     storage = await metastore.read(request.app[STORAGE].of, tenant, catalog)
     return web.json_response(_catalog_json(catalog, entity, storage))
 
@@ -194,7 +196,7 @@ async def update_storage(request: web.Request) -> web.Response:
         lambda record: storages.update(tenant, catalog, storage, expected, principal, record),
         lambda first: first,
     )
-    entity = await metastore.read(metastore.get_catalog, tenant, catalog)
+    entity = await metastore.read_point(metastore.get_catalog, tenant, catalog)
     return web.json_response(_catalog_json(catalog, entity, _recorded(outcome)))
 
 
@@ -218,7 +220,9 @@ async def delete_catalog(request: web.Request) -> web.Response:
 async def get_ref(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
     metastore = request.app[METASTORE]
-    return web.json_response(ref_json(await metastore.read(metastore.get_ref, tenant, catalog)))
+    return web.json_response(
+        ref_json(await metastore.read_point(metastore.get_ref, tenant, catalog))
+    )
 
 
 @routes.post(CATALOG + "/ref/reset")

@@ -154,7 +154,9 @@ async def get_namespace(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
     key = EntityKey.namespace_key(params.namespace(request))
     metastore = request.app[METASTORE]
-    entity = await metastore.read(metastore.get_entity, tenant, catalog, key, params.at(request))
+    entity = await metastore.read_point(
+        metastore.get_entity, tenant, catalog, key, params.at(request)
+    )
     return web.json_response(entity_json(entity))
 
 
@@ -232,7 +234,7 @@ async def get_entity(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
     metastore = request.app[METASTORE]
     key, at = params.entity_key(request), params.at(request)
-    entity = await metastore.read(metastore.get_entity, tenant, catalog, key, at)
+    entity = await metastore.read_point(metastore.get_entity, tenant, catalog, key, at)
     return web.json_response(entity_json(entity))
 
 

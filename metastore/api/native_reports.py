@@ -28,6 +28,6 @@ async def metrics_reports(request: web.Request) -> web.Response:
     reports engines sent this node for the table (404 for a table that does not exist)."""
     tenant, catalog = params.tenant(request), params.catalog(request)
     metastore = request.app[METASTORE]
-    entity = await metastore.read(metastore.get_entity, tenant, catalog, table_key(request))
+    entity = await metastore.read_point(metastore.get_entity, tenant, catalog, table_key(request))
     reports = request.app[ICEBERG].reports.recent((tenant, catalog, entity.entity_id))
     return web.json_response({"reports": reports})

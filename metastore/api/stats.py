@@ -36,6 +36,16 @@ def engine_stats(
     metastore = app.get(METASTORE)
     if metastore is not None:
         stats |= gc_stats(metastore)
+        stats["metastore_point_reads_on_loop_total"] = (
+            "counter",
+            "point reads answered on the event loop from memory",
+            metastore.point_reads_on_loop,
+        )
+        stats["metastore_point_reads_in_thread_total"] = (
+            "counter",
+            "point reads run in a worker thread: memory lacked what they needed",
+            metastore.point_reads_in_thread,
+        )
     iceberg = app.get(ICEBERG)
     if iceberg is not None:
         stats |= iceberg.tables.purges.stats()

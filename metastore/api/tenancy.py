@@ -118,7 +118,7 @@ async def charge(request: web.Request, principal: Principal) -> None:
     quotas = request.app[QUOTAS]
     known, quota = quotas.fresh(tenant)
     if not known:
-        quota = await request.app[METASTORE].read(quotas.of, tenant)
+        quota = await request.app[METASTORE].read_point(quotas.of, tenant)
     if quota is not None and quota.requests_per_second > 0:
         wait = request.app[RATES].take(tenant, quota.requests_per_second, quota.capacity)
         if wait:

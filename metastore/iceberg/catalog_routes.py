@@ -58,7 +58,7 @@ ENDPOINTS = [
 async def get_config(request: web.Request) -> web.Response:
     tenant, catalog = warehouse_of(request)
     metastore = request.app[METASTORE]
-    await metastore.read(metastore.get_ref, tenant, catalog)  # 404 for an unknown warehouse
+    await metastore.read_point(metastore.get_ref, tenant, catalog)  # 404 for an unknown warehouse
     config = request.app[CONFIG]
     overrides = {"prefix": encode_prefix(tenant, catalog, config.default_tenant)}
     if (separator := config.namespace_separator) != params.NAMESPACE_SEPARATOR:
@@ -126,7 +126,9 @@ async def create_namespace(request: web.Request) -> web.Response:
 async def load_namespace(request: web.Request) -> web.Response:
     call = await Call.of(request)
     metastore = call.metastore
-    entity = await metastore.read(metastore.get_entity, call.tenant, call.catalog, _ns_key(request))
+    entity = await metastore.read_point(
+        metastore.get_entity, call.tenant, call.catalog, _ns_key(request)
+    )
     return json_response({"namespace": list(entity.path), "properties": dict(entity.properties)})
 
 
@@ -134,7 +136,7 @@ async def load_namespace(request: web.Request) -> web.Response:
 async def namespace_exists(request: web.Request) -> web.Response:
     call = await Call.of(request)
     metastore = call.metastore
-    await metastore.read(metastore.get_entity, call.tenant, call.catalog, _ns_key(request))
+    await metastore.read_point(metastore.get_entity, call.tenant, call.catalog, _ns_key(request))
     return web.Response(status=204)
 
 
@@ -161,7 +163,7 @@ async def update_namespace(request: web.Request) -> web.Response:
         raise BadRequest(f"keys both updated and removed: {sorted(set(updates) & set(removals))}")
     attempts = REBASES.start()
     while True:
-        entity = await call.metastore.read(
+        entity = await call.metastore.read_point(
             call.metastore.get_entity, call.tenant, call.catalog, key
         )
         result: dict[str, Any] = {

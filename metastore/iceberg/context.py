@@ -47,7 +47,7 @@ class Call:
             return call
         tenant, catalog = catalog_of(request)
         metastore = request.app[METASTORE]
-        await metastore.read(metastore.get_ref, tenant, catalog)  # 404 for an unknown prefix
+        await metastore.read_point(metastore.get_ref, tenant, catalog)  # 404 for an unknown prefix
         call = cls._build(request, tenant, catalog)
         request[_CALL] = call
         return call
@@ -78,7 +78,7 @@ class Call:
 
     async def check_catalog(self) -> None:
         """404 if the catalog does not exist."""
-        await self.metastore.read(self.metastore.get_ref, self.tenant, self.catalog)
+        await self.metastore.read_point(self.metastore.get_ref, self.tenant, self.catalog)
 
     @classmethod
     def _build(cls, request: web.Request, tenant: str, catalog: str) -> Call:

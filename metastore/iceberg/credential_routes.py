@@ -25,6 +25,7 @@ from aiohttp import web
 from metastore.api.authz import checker
 from metastore.iceberg.context import PREFIX, Call, json_response, named
 from metastore.keys import EntityKey, Kind
+from metastore.memory_only import check as may_wait
 from metastore.security.privileges import Privilege
 from metastore.security.securables import Securable
 from metastore.sts import Vended
@@ -60,6 +61,7 @@ def vend(call: Call, location: str, write: bool) -> Vended | None:
     storage = catalog_storage.of(call.tenant, call.catalog)
     if storage.vending is None:
         return None
+    may_wait()  # the storage's secrets, perhaps STS
     scope = Scope.of(location, write)
     io = catalog_storage.io_properties(storage)
     return call.iceberg.vendor.vend(storage.vending, scope, io, call.principal)

@@ -37,6 +37,7 @@ from metastore.catalog_storage import CatalogStorage
 from metastore.errors import BadRequest, NotFound, StorageUnavailable
 from metastore.iceberg.file_ios import FileIOs
 from metastore.locations import check_inside, is_inside, normalize
+from metastore.memory_only import check as may_wait
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +178,7 @@ class TableFiles:
         self._shared = shared
 
     def io(self, location: str) -> FileIO:
+        may_wait()  # a file or an object store
         if self._shared is None:
             return load_file_io(dict(self._properties()), location)
         return self._shared.get(self._properties(), location)
@@ -188,6 +190,7 @@ class TableFiles:
         """Write a new file (never over an existing one). Callers serialize first, so
         a metadata the server refuses writes nothing; a write that fails partway
         deletes what it wrote, so a failed create or commit leaves no file behind."""
+        may_wait()
         data = text.encode()
         local = _local_path(location)
         if local is not None and PY_IO_IMPL not in self._properties():

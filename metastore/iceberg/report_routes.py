@@ -26,7 +26,7 @@ async def report_metrics(request: web.Request) -> web.Response:
     key = named(request, Kind.TABLE, "table")
     report = await read_json(request, "iceberg_report_metrics")
     metastore = call.metastore
-    entity = await metastore.read(metastore.get_entity, call.tenant, call.catalog, key)
+    entity = await metastore.read_point(metastore.get_entity, call.tenant, call.catalog, key)
     if pieces.CORE not in entity.attachments:
         raise NoSuchTable(f"table {key.display()} has no Iceberg metadata")
     table = (call.tenant, call.catalog, entity.entity_id)

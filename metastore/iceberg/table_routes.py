@@ -171,7 +171,7 @@ async def load_table(request: web.Request) -> web.Response:
         ask: loads.LoadAsk | MetastoreError = _load_ask(request, call)
     except MetastoreError as problem:  # answered after an unknown catalog's 404
         ask = problem
-    loaded = await call.metastore.read(loads.read, call, ask)
+    loaded = await call.metastore.read_point(loads.read, call, ask)
     if loaded.body is None:  # the client's copy is current: no body
         return not_modified(loaded.etag)
     response = web.Response(text=loaded.body, content_type="application/json")
@@ -198,7 +198,7 @@ async def entity_exists(request: web.Request, kind: Kind, name: str) -> web.Resp
     """HEAD: 204 if the table or view of the path exists, else its 404."""
     call = await Call.of(request)
     key = named(request, kind, name)
-    await call.metastore.read(call.metastore.get_entity, call.tenant, call.catalog, key)
+    await call.metastore.read_point(call.metastore.get_entity, call.tenant, call.catalog, key)
     return web.Response(status=204)
 
 

@@ -69,6 +69,7 @@ from metastore.iceberg.updates import ModelCache, ModelKey, apply_updates
 from metastore.keys import EntityKey, Kind
 from metastore.location_index import Records
 from metastore.locations import normalize
+from metastore.memory_only import check as may_wait
 from metastore.model import Entity
 from metastore.objtypes import METADATA_PIECE
 from metastore.requirements import AssertEntityId, AssertVersion, Requirement
@@ -209,6 +210,7 @@ class Tables:
         key = AnswerKey.of(tenant, catalog, *version, location, entity.properties, snapshots)
         text = self.answers.get(key)
         if text is None:
+            may_wait()  # assembling it grows with the table's history
             metadata = self.state_of(tenant, catalog, entity).result(snapshots)["metadata"]
             text = json.dumps(metadata, separators=(",", ":"))
             self.answers.put(key, text)
@@ -227,6 +229,7 @@ class Tables:
         version = (tenant, catalog, state.entity.entity_id, state.entity.version)
         model = self._models.get(version)
         if model is None:
+            may_wait()  # parsing it grows with the table's history
             model = state.model()
             self._models.put(version, model)
         return model

@@ -35,6 +35,7 @@ from rocksdict import Checkpoint, Options, Rdict, WriteBatch, WriteOptions
 from metastore.codec import Codec, default_codec
 from metastore.errors import MetastoreError, ObjectConflict, RefConditionFailed
 from metastore.keys import ObjKey, RefKey, catalog_prefix, tenant_prefix
+from metastore.memory_only import check as may_wait
 from metastore.persistence.base import (
     Ref,
     RefUpdate,
@@ -261,6 +262,7 @@ class RocksDB:
             db.close()
 
     def _live(self) -> Rdict:
+        may_wait()  # every read and write reaches the database here: never from memory
         db = self._db
         if db is None:
             raise RuntimeError(f"RocksDB({self.path!r}) is closed")

@@ -1,12 +1,14 @@
-"""Reads never block the event loop: every store read a request makes runs in a thread.
+"""The event loop never waits on the store: a read that needs the database runs in a
+thread, and only a point read the node's memory answers runs on the loop.
 
 A node is built in-process (the real engine over a real RocksDB) and driven over
-real HTTP on the test's event loop; each request reads at least its catalog's ref
-(``get_remembered``: a read from memory once read, but a read of the database the first
-time, so every call counts as a read). The database notes the thread of each read
-while ``watching``; the read routes of both APIs (listings, gets, exists, history,
-tenants, catalogs, configuration) and the writes that set up what they read must
-never read on the loop's thread.
+real HTTP on the test's event loop. The database notes the thread of every access
+that reaches it (``RocksDB._live``) while ``watching``. With refs never remembered
+(each request then reads at least its catalog's ref from the database) the read
+routes of both APIs (listings, gets, exists, history, tenants, catalogs,
+configuration) and the writes that set up what they read must never reach the
+database on the loop's thread. With refs remembered, a repeated table load reads
+nothing from the database, and is answered on the loop.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ NATIVE = "/api/v1/tenants/default/catalogs/default"
 
 
 class ReadThreads:
-    """Which threads read RocksDB while ``watching``: the real database's reads, noted."""
+    """Which threads reached RocksDB while ``watching``: the real database's accesses."""
 
     def __init__(self) -> None:
         self.watching = False
@@ -48,10 +50,11 @@ class ReadThreads:
             self.threads.add(threading.get_ident())
             self.reads += 1
 
-    def wrap(self, read: Callable[..., Any]) -> Callable[..., Any]:
-        def noted(db: RocksDB, *args: Any, **kwargs: Any) -> Any:
+    def wrap(self, live: Callable[[RocksDB], Any]) -> Callable[[RocksDB], Any]:
+        def noted(db: RocksDB) -> Any:
+            found = live(db)  # refuses first on the loop when only memory may answer
             self.note()
-            return read(db, *args, **kwargs)
+            return found
 
         return noted
 
@@ -59,9 +62,18 @@ class ReadThreads:
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> ReadThreads:
     noted = ReadThreads()
-    for name in ("get", "get_remembered", "get_many", "page"):
-        monkeypatch.setattr(RocksDB, name, noted.wrap(getattr(RocksDB, name)))
+    monkeypatch.setattr(RocksDB, "_live", noted.wrap(RocksDB._live))
     return noted
+
+
+@pytest.fixture
+def forgetful(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refs are never remembered: every request reads the database at least once."""
+
+    def get_remembered(db: RocksDB, key: bytes) -> bytes | None:
+        return db.get(key)
+
+    monkeypatch.setattr(RocksDB, "get_remembered", get_remembered)
 
 
 @pytest.fixture
@@ -124,11 +136,7 @@ READS: Sequence[tuple[str, str, int]] = (
 )
 
 
-async def test_no_request_reads_the_store_on_the_event_loop(
-    client: TestClient[Any, Any], reads: ReadThreads
-) -> None:
-    loop_thread = threading.get_ident()  # the test's loop serves the requests too
-    reads.watching = True
+async def _setup(client: TestClient[Any, Any]) -> None:
     await _call(client, "POST", f"{ICEBERG}/namespaces", 200, {"namespace": ["db"]})
     table = {"name": "t", "schema": SCHEMA}
     await _call(client, "POST", f"{ICEBERG}/namespaces/db/tables", 200, table)
@@ -136,6 +144,16 @@ async def test_no_request_reads_the_store_on_the_event_loop(
     update = {"updates": {"k": "v"}, "removals": []}
     await _call(client, "POST", f"{ICEBERG}/namespaces/db/properties", 200, update)
     await _call(client, "POST", f"{NATIVE}/properties", 200, {"updates": {"k": "v"}})
+
+
+@pytest.mark.usefixtures("forgetful")
+async def test_no_request_reads_the_store_on_the_event_loop(
+    client: TestClient[Any, Any], reads: ReadThreads
+) -> None:
+    loop_thread = threading.get_ident()  # the test's loop serves the requests too
+    reads.watching = True
+    await _setup(client)
+    assert reads.reads > 0
     assert loop_thread not in reads.threads, "a write read the store on the event loop"
 
     for method, path, status in READS:
@@ -149,3 +167,33 @@ async def test_no_request_reads_the_store_on_the_event_loop(
     reads.threads.clear()
     await _call(client, "GET", f"{NATIVE}/commits/{commit}", 200)
     assert loop_thread not in reads.threads, "GET a commit read on the event loop"
+
+
+async def test_a_table_load_memory_answers_is_answered_on_the_event_loop(
+    client: TestClient[Any, Any], reads: ReadThreads
+) -> None:
+    await _setup(client)
+    loop_thread = threading.get_ident()
+    table = f"{ICEBERG}/namespaces/db/tables/t"
+    await _call(client, "GET", table, 200)  # what memory lacked is read in a thread
+    before = await _point_reads(client)
+    reads.watching = True
+    loaded = [await _call(client, "GET", table, 200) for _ in range(5)]
+    after = await _point_reads(client)
+    assert reads.reads == 0, "a repeated load read the database"
+    assert loop_thread not in reads.threads
+    assert all(body == loaded[0] for body in loaded)
+    # each load: the catalog's ref (the prefix's 404), then the load itself
+    assert after["on_loop"] - before["on_loop"] >= 5, (before, after)
+    assert after["in_thread"] == before["in_thread"], (before, after)
+
+
+async def _point_reads(client: TestClient[Any, Any]) -> dict[str, int]:
+    async with client.get("/metrics") as response:
+        text = await response.text()
+    found = {}
+    for where in ("on_loop", "in_thread"):
+        name = f"metastore_point_reads_{where}_total "
+        line = next(line for line in text.splitlines() if line.startswith(name))
+        found[where] = int(float(line.split()[1]))
+    return found

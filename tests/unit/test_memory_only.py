@@ -1,0 +1,177 @@
+"""Point reads on the event loop from memory alone, else in a worker thread.
+
+The real engine over a real RocksDB: a read the node's memory answers runs on the
+calling thread (the loop), one that would reach the database is run again from its
+start in a worker thread, and the database is never read while ``memory_only``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from metastore.cache import ObjectCache
+from metastore.clock import SystemClock
+from metastore.codec import default_codec
+from metastore.commits import CommitRequest, EngineLimits
+from metastore.committer import Committer
+from metastore.errors import NoSuchTable
+from metastore.ids import SnowflakeGenerator
+from metastore.lanes import CommitLanes
+from metastore.memory_only import WouldWait, active, check, memory_only
+from metastore.model import Entity
+from metastore.persistence.rocksdb import RocksDB, RocksDBPersistence
+from metastore.service import Metastore
+from tests.unit.conftest import create_request, ns_key, table_key
+
+KEY = table_key(("db",), "t")
+
+
+@asynccontextmanager
+async def rocks_service(path: Path) -> AsyncIterator[Metastore]:
+    """The service over a RocksDB at ``path``: a fresh handle, so empty caches."""
+    persistence = RocksDBPersistence(path, sync=False)
+    executor = ThreadPoolExecutor(2, thread_name_prefix="commit")
+    codec, clock, holder = default_codec(), SystemClock(), []
+    committer = Committer(
+        persistence,
+        codec,
+        lambda tenant, catalog: holder[0].objects(tenant, catalog),
+        SnowflakeGenerator(1, clock),
+        clock,
+        EngineLimits(),
+        require_tenant=True,
+    )
+    lanes = CommitLanes(committer, executor)
+    service = Metastore(persistence, codec, ObjectCache(), lanes)
+    holder.append(service)
+    try:
+        yield service
+    finally:
+        await lanes.close()
+        executor.shutdown(wait=True)
+        persistence.close()
+
+
+async def with_table(service: Metastore) -> None:
+    await service.create_tenant("t1", {}, "admin")
+    await service.create_catalog("t1", "c1", {}, "admin")
+    request = create_request(ns_key("db"), KEY)
+    await service.commit("t1", "c1", CommitRequest(changes=request.changes))
+
+
+def on_thread(read: Callable[[], Any], threads: list[int]) -> Callable[[], Any]:
+    def noted() -> Any:
+        threads.append(threading.get_ident())
+        return read()
+
+    return noted
+
+
+def test_check_raises_only_inside_the_block_and_only_on_its_thread() -> None:
+    check()
+    seen: list[bool] = []
+    with memory_only():
+        assert active()
+        with pytest.raises(WouldWait):
+            check()
+        other = threading.Thread(target=lambda: seen.append(active()))
+        other.start()
+        other.join()
+        with memory_only():
+            pass
+        assert active(), "a nested block ended the outer one"
+    assert seen == [False]
+    assert not active()
+    check()
+
+
+def test_the_database_is_never_read_while_memory_only(tmp_path: Path) -> None:
+    db = RocksDB(tmp_path / "db", sync=False)
+    try:
+        db.write({b"k": b"v"})
+        with memory_only(), pytest.raises(WouldWait):
+            db.get(b"k")
+        with memory_only(), pytest.raises(WouldWait):
+            db.get_remembered(b"k")  # not read yet: the database would be
+        assert db.get_remembered(b"k") == b"v"
+        with memory_only():
+            assert db.get_remembered(b"k") == b"v"  # from memory
+        db.write({b"k": b"w"})  # forgets it
+        with memory_only(), pytest.raises(WouldWait):
+            db.get_remembered(b"k")
+        with memory_only(), pytest.raises(WouldWait):
+            db.page(b"", b"")
+        with memory_only(), pytest.raises(WouldWait):
+            db.write({b"x": b"y"})
+        assert db.get(b"x") is None
+    finally:
+        db.close()
+
+
+async def test_a_warm_point_read_runs_on_the_loop_a_cold_one_in_a_thread(
+    tmp_path: Path,
+) -> None:
+    loop_thread = threading.get_ident()
+    async with rocks_service(tmp_path / "db") as service:
+        await with_table(service)
+        threads: list[int] = []
+        read = on_thread(lambda: service.get_entity("t1", "c1", KEY), threads)
+        # the commit made the catalog's ref unknown to memory: the database is read
+        first: Entity = await service.read_point(read)
+        assert threads[0] == loop_thread and threads[1] != loop_thread, threads
+        assert (service.point_reads_on_loop, service.point_reads_in_thread) == (0, 1)
+        threads.clear()
+        again: Entity = await service.read_point(read)
+        assert threads == [loop_thread]
+        assert again == first and first.key == KEY
+        assert (service.point_reads_on_loop, service.point_reads_in_thread) == (1, 1)
+        with pytest.raises(NoSuchTable):  # answered on the loop too
+            await service.read_point(service.get_entity, "t1", "c1", table_key(("db",), "u"))
+        assert service.point_reads_on_loop == 2
+
+    async with rocks_service(tmp_path / "db") as reopened:  # nothing in memory
+        threads.clear()
+        cold = await reopened.read_point(
+            on_thread(lambda: reopened.get_entity("t1", "c1", KEY), threads)
+        )
+        assert cold == first
+        assert len(threads) == 2 and threads[-1] != loop_thread
+        assert (reopened.point_reads_on_loop, reopened.point_reads_in_thread) == (0, 1)
+
+
+async def test_a_read_stopped_partway_runs_again_from_its_start_in_a_thread(
+    tmp_path: Path,
+) -> None:
+    calls: list[tuple[int, bool]] = []
+
+    def read(value: int) -> int:
+        calls.append((threading.get_ident(), active()))
+        check()  # as the database or a file would
+        return value * 2
+
+    async with rocks_service(tmp_path / "db") as service:
+        assert await service.read_point(read, 21) == 42
+        assert (service.point_reads_on_loop, service.point_reads_in_thread) == (0, 1)
+    loop_thread = threading.get_ident()
+    assert calls[0] == (loop_thread, True)
+    assert calls[1][0] != loop_thread and calls[1][1] is False
+    assert len(calls) == 2
+
+
+async def test_a_handler_of_exception_does_not_swallow_the_signal(tmp_path: Path) -> None:
+    def read() -> str:
+        try:
+            check()
+        except Exception:  # what a read turning a failure into an answer looks like
+            return "answered from the loop after all"
+        return "read in a thread"
+
+    async with rocks_service(tmp_path / "db") as service:
+        assert await service.read_point(read) == "read in a thread"
