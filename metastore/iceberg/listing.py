@@ -7,9 +7,13 @@ namespace. A client pages by sending ``pageToken`` (empty on its first request) 
 ``pageSize`` (the upper bound of one page, which PyIceberg sends alone on its first
 request): those get one page and a token, as the native API does.
 
-The whole listing is read at one commit, inside one call off the event loop; the
-tables and views of a namespace from the index keys alone (``names``: an
-identifier needs a name, not the entity), in a call that checks the catalog too.
+The whole listing is read at one commit, inside one call; the tables and views of
+a namespace from the index keys alone (``names``: an identifier needs a name, not
+the entity), in a call that checks the catalog too. That call is a point read
+(``Metastore.read_point``) while it is short: on the event loop when memory holds
+the index, until ``LOOP_NAMES`` names, past which it gives up there and runs again
+in a worker thread (its work grows with the namespace; the loop must not wait for
+a long one).
 """
 
 from __future__ import annotations
@@ -23,9 +27,12 @@ from aiohttp import web
 from metastore.commits import not_found
 from metastore.errors import MetastoreError
 from metastore.keys import EntityKey, Kind, kind_prefix
+from metastore.memory_only import check as may_wait
 from metastore.model import Entity
 from metastore.paging import MAX_PAGE_SIZE
 from metastore.service import Metastore
+
+LOOP_NAMES = 1000  # names a listing reads on the event loop before it goes to a thread
 
 
 def pages(request: web.Request) -> bool:
@@ -42,7 +49,7 @@ def names(
     shows: Callable[[str], bool],
 ) -> list[str]:
     """The names of every ``kind`` directly in ``parent`` the caller may see, at one
-    commit (blocking: call through ``Metastore.read``), read from the index keys
+    commit (blocking: call through ``Metastore.read_point``), read from the index keys
     alone: an identifier needs a name, not the entity. ``parent`` may be the error
     the request's namespace makes, raised after the catalog's own 404."""
     view = metastore.objects(tenant, catalog).index(metastore.head(tenant, catalog))
@@ -52,8 +59,15 @@ def names(
     if parent and view.get((namespace_key := EntityKey.namespace_key(parent)).encode()) is None:
         raise not_found(namespace_key)
     prefix = kind_prefix(parent, kind)
-    found = (key[len(prefix) :].decode() for key, _ in view.items(prefix))
-    return [name for name in found if shows(name)]
+    start = len(prefix)
+    names: list[str] = []
+    for read, (key, _) in enumerate(view.items(prefix)):
+        if read == LOOP_NAMES:
+            may_wait()  # a long listing: not on the event loop
+        name = key[start:].decode()
+        if shows(name):
+            names.append(name)
+    return names
 
 
 def identifiers_json(namespace: tuple[str, ...], names: Sequence[str]) -> str:

@@ -65,7 +65,7 @@ async def list_identifiers(request: web.Request, kind: Kind) -> web.Response:
             parent: tuple[str, ...] | MetastoreError = params.namespace(request)
         except MetastoreError as problem:  # answered after an unknown catalog's 404
             parent = problem
-        found = await call.metastore.read(
+        found = await call.metastore.read_point(
             listing.names, call.metastore, call.tenant, call.catalog, parent, kind, shown.shows
         )
         assert isinstance(parent, tuple)  # else the read raised it

@@ -22,7 +22,9 @@ from metastore.codec import default_codec
 from metastore.commits import CommitRequest, EngineLimits
 from metastore.committer import Committer
 from metastore.errors import NoSuchTable
+from metastore.iceberg import listing
 from metastore.ids import SnowflakeGenerator
+from metastore.keys import Kind
 from metastore.lanes import CommitLanes
 from metastore.memory_only import WouldWait, active, check, memory_only
 from metastore.model import Entity
@@ -175,3 +177,30 @@ async def test_a_handler_of_exception_does_not_swallow_the_signal(tmp_path: Path
 
     async with rocks_service(tmp_path / "db") as service:
         assert await service.read_point(read) == "read in a thread"
+
+
+async def test_a_listing_past_its_loop_share_runs_again_in_a_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with rocks_service(tmp_path / "db") as service:
+        await with_table(service)  # db.t
+        more = [table_key(("db",), f"u{i}") for i in range(3)]
+        await service.commit("t1", "c1", CommitRequest(changes=create_request(*more).changes))
+
+        def names() -> list[str]:
+            return listing.names(service, "t1", "c1", ("db",), Kind.TABLE, lambda name: True)
+
+        async def listed(loop_names: int) -> tuple[int, int]:
+            """Where one listing ran: (on the loop, in a thread), counted."""
+            monkeypatch.setattr(listing, "LOOP_NAMES", loop_names)
+            before = service.point_reads_on_loop, service.point_reads_in_thread
+            assert await service.read_point(names) == ["t", "u0", "u1", "u2"]
+            return (
+                service.point_reads_on_loop - before[0],
+                service.point_reads_in_thread - before[1],
+            )
+
+        await listed(4)  # memory now holds the ref and the index
+        assert await listed(4) == (1, 0)
+        assert await listed(3) == (0, 1)  # 4 names: past the loop's 3
+        assert await listed(4) == (1, 0)
