@@ -52,8 +52,3 @@ def check() -> None:
     """Call before anything that may wait (I/O) or cost more than a lookup."""
     if _flag.on:
         raise WouldWait
-
-
-def active() -> bool:
-    """Whether this thread is inside ``memory_only`` now."""
-    return _flag.on
