@@ -12,13 +12,13 @@ holds on each path once per snapshot and remembers the answer.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from metastore.errors import NotFound
 from metastore.keys import SYSTEM_CATALOG, Kind, kind_prefix
+from metastore.memory_only import check as may_wait
 from metastore.model import Entity
 from metastore.security.grants import (
     CATALOG_ID,
@@ -350,18 +350,17 @@ class Policies:
         cached = self._latest.get(tenant)
         if cached is not None and cached.head == head:
             return cached
+        may_wait()  # a changed policy: a tenant may hold many records to read and join
         policy = Policy(None, ()) if head is None else Policy.build(self._metastore, tenant, head)
         self._remember(tenant, policy)
         return policy
 
     async def ready(self, tenant: str) -> Policy:
-        """``get``, reading a changed policy in a worker thread (a tenant may hold many
-        records; the event loop must not stall on them)."""
-        head = self.head(tenant)
-        cached = self._latest.get(tenant)
-        if cached is not None and cached.head == head:
-            return cached
-        return await asyncio.to_thread(self.get, tenant)
+        """``get`` as a point read: on the event loop while the tenant's HEAD and its
+        policy are in memory; a HEAD to read from the database, or a changed policy to
+        build, in a worker thread (a tenant may hold many records; the event loop must
+        not wait on them)."""
+        return await self._metastore.read_point(self.get, tenant)
 
     def _remember(self, tenant: str, policy: Policy) -> None:
         if len(self._latest) >= _MAX_REMEMBERED and tenant not in self._latest:

@@ -24,11 +24,12 @@ from metastore.committer import Committer
 from metastore.errors import NoSuchTable
 from metastore.iceberg import listing
 from metastore.ids import SnowflakeGenerator
-from metastore.keys import Kind
+from metastore.keys import SYSTEM_CATALOG, Kind
 from metastore.lanes import CommitLanes
 from metastore.memory_only import WouldWait, check, memory_only
 from metastore.model import Entity
 from metastore.persistence.rocksdb import RocksDB, RocksDBPersistence
+from metastore.security.policy import Policies
 from metastore.service import Metastore
 from tests.unit.conftest import create_request, ns_key, table_key
 
@@ -207,3 +208,37 @@ async def test_a_listing_past_its_loop_share_runs_again_in_a_thread(
         assert await listed(4) == (1, 0)
         assert await listed(3) == (0, 1)  # 4 names: past the loop's 3
         assert await listed(4) == (1, 0)
+
+
+async def test_a_tenant_policy_is_read_on_the_loop_only_from_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The authorization middleware's policy read: the system catalog's HEAD and the
+    policy built at it come from memory on the loop; anything else in a thread."""
+    loop_thread = threading.get_ident()
+    database: list[int] = []  # the thread of every access that reached the database
+    live = RocksDB._live
+
+    def noted(db: RocksDB) -> Any:
+        found = live(db)
+        database.append(threading.get_ident())
+        return found
+
+    monkeypatch.setattr(RocksDB, "_live", noted)
+    async with rocks_service(tmp_path / "db") as service:
+        await with_table(service)
+        policies = Policies(service)
+        database.clear()
+        first = await policies.ready("t1")  # the policy is built: in a thread
+        assert loop_thread not in database
+        assert service.point_reads_in_thread == 1
+        database.clear()
+        again = await policies.ready("t1")
+        assert again is first and not database
+        assert service.point_reads_on_loop == 1
+        # the tenant's record changes: its system catalog's HEAD moves
+        await service.update_record("t1", SYSTEM_CATALOG, {"k": "v"}, [], None, "admin")
+        database.clear()
+        await policies.ready("t1")  # the HEAD, forgotten by the write: the database
+        assert database and loop_thread not in database
+        assert service.point_reads_in_thread == 2
