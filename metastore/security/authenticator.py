@@ -8,7 +8,9 @@ limits. Hashing runs on a bounded thread pool, never on the event loop.
 Verifying a token reads the principal's record from this node's view on every
 request (``PrincipalDirectory``, a few dict lookups while nothing changed): a
 token is refused at once on every node that has applied the commit that
-disabled or deleted its principal, or rotated its secret. Tokens of an external
+disabled or deleted its principal, or rotated its secret. Those reads, and the
+signing keys', are point reads (``Metastore.read_point``): on the event loop while
+memory holds them, else in a worker thread. Tokens of an external
 identity provider (``metastore.security.oidc``) are told apart by their issuer;
 they name a user, refused if the tenant holds a disabled user record of that
 name (or a service principal: a provider cannot sign in as one).
@@ -27,6 +29,7 @@ from metastore.security.oidc import OidcVerifier
 from metastore.security.principal import Principal, parse_principal_id
 from metastore.security.records import PrincipalDirectory, PrincipalRecord
 from metastore.security.tokens import ISSUER, TokenClaims, TokenSigner
+from metastore.service import Metastore
 
 BEARER = "Bearer "
 ADMIN_KINDS = frozenset({"service", "user"})
@@ -35,6 +38,7 @@ ADMIN_KINDS = frozenset({"service", "user"})
 class Authenticator:
     def __init__(
         self,
+        metastore: Metastore,
         directory: PrincipalDirectory,
         signer: TokenSigner,
         hashes: HashPool,
@@ -42,6 +46,7 @@ class Authenticator:
         admins: frozenset[str],
         oidc: OidcVerifier | None = None,
     ) -> None:
+        self._metastore = metastore
         self._directory = directory
         self._signer = signer
         self._hashes = hashes
@@ -69,7 +74,7 @@ class Authenticator:
         # counted per principal: "alice" and "alice@default" are one id, one window
         counted = Principal(*parsed, "service").id if parsed else ""
         attempt = self._attempts.begin(counted, address)
-        record = self._record(*parsed) if parsed else None
+        record = await self._metastore.read_point(self._record, *parsed) if parsed else None
         if record is not None and record.type != "service":
             record = None
         target = record or self._decoy
@@ -82,7 +87,8 @@ class Authenticator:
             raise Unauthorized("invalid client credentials")
         self._attempts.forgive(attempt)
         tenant, name = parsed
-        return self._signer.issue(Principal(tenant, name, "service"), record.generation)
+        principal = Principal(tenant, name, "service")
+        return await self._metastore.read_point(self._signer.issue, principal, record.generation)
 
     async def verify(self, header: str | None) -> Principal:
         """The principal of a valid ``Authorization: Bearer`` header, else 401."""
@@ -91,16 +97,19 @@ class Authenticator:
         token = header[len(BEARER) :].strip()
         known = self._signer.remembered(token)  # verified before: no JWT parsing again
         if known is not None:
-            return self._service_principal(known)
+            return await self._metastore.read_point(self._service_principal, known)
         try:  # which verifier: only that one's keys and algorithms are tried
             issuer = jwt.decode(token, options={"verify_signature": False}).get("iss")
         except jwt.PyJWTError:
             raise Unauthorized("invalid bearer token: not a JWT") from None
         if issuer == ISSUER:
-            return self._service_principal(self._signer.verify(token))
+            return await self._metastore.read_point(self._service_token, token)
         if self._oidc is not None and issuer == self._oidc.issuer:
-            return self._user(await self._oidc.verify(token))
+            return await self._metastore.read_point(self._user, await self._oidc.verify(token))
         raise Unauthorized("invalid bearer token: unknown issuer")
+
+    def _service_token(self, token: str) -> Principal:
+        return self._service_principal(self._signer.verify(token))
 
     def _service_principal(self, claims: TokenClaims) -> Principal:
         record = self._record(claims.tenant, claims.name)

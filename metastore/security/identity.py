@@ -46,6 +46,7 @@ class Identity:
         )
         keys = SigningKeys(metastore, settings.default_tenant)
         auth = Authenticator(
+            metastore,
             PrincipalDirectory(metastore),
             TokenSigner(keys, settings.token_ttl_seconds),
             hashes,

@@ -6,9 +6,10 @@ real HTTP on the test's event loop. The database notes the thread of every acces
 that reaches it (``RocksDB._live``) while ``watching``. With refs never remembered
 (each request then reads at least its catalog's ref from the database) the read
 routes of both APIs (listings, gets, exists, history, tenants, catalogs,
-configuration) and the writes that set up what they read must never reach the
-database on the loop's thread. With refs remembered, a repeated table load reads
-nothing from the database, and is answered on the loop.
+configuration), the writes that set up what they read and, with auth on, the
+token's checks and a token's issue must never reach the database on the loop's
+thread. With refs remembered, a repeated table load reads nothing from the
+database, and is answered on the loop.
 """
 
 from __future__ import annotations
@@ -76,10 +77,35 @@ def forgetful(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(RocksDB, "get_remembered", get_remembered)
 
 
-@pytest.fixture
-async def client(tmp_path: Path, reads: ReadThreads) -> AsyncIterator[TestClient[Any, Any]]:
-    config = ServerConfig(data_dir=tmp_path / "data")
+ROOT_SECRET = "a-secret-long-enough-for-the-bootstrap-client-0123456789"
+
+
+@pytest.fixture(params=["auth off", "auth on"])
+async def client(
+    tmp_path: Path, reads: ReadThreads, request: pytest.FixtureRequest
+) -> AsyncIterator[TestClient[Any, Any]]:
+    """A node with auth off, and one with auth on whose every request carries the
+    bootstrap service admin's token (authenticated, its record checked, authorized)."""
+    if request.param == "auth off":
+        config = ServerConfig(data_dir=tmp_path / "data")
+    else:
+        config = ServerConfig(
+            data_dir=tmp_path / "data",
+            auth="on",
+            auth_clients=f"root:{ROOT_SECRET}",
+            auth_admins="root",
+        )
     async with TestClient(TestServer(create_app(config))) as client:
+        if request.param == "auth on":
+            form = {
+                "grant_type": "client_credentials",
+                "client_id": "root",
+                "client_secret": ROOT_SECRET,
+            }
+            async with client.post("/v1/oauth/tokens", data=form) as response:
+                assert response.status == 200, await response.text()
+                token = (await response.json())["access_token"]
+            client.session.headers["Authorization"] = f"Bearer {token}"
         yield client
 
 
@@ -155,6 +181,16 @@ async def test_no_request_reads_the_store_on_the_event_loop(
     await _setup(client)
     assert reads.reads > 0
     assert loop_thread not in reads.threads, "a write read the store on the event loop"
+    if "Authorization" in client.session.headers:  # auth on: issuing a token reads too
+        reads.threads.clear()
+        before = reads.reads
+        form = {"grant_type": "client_credentials", "client_id": "root"}
+        async with client.post(
+            "/v1/oauth/tokens", data=form | {"client_secret": ROOT_SECRET}
+        ) as response:
+            assert response.status == 200, await response.text()
+        assert reads.reads > before
+        assert loop_thread not in reads.threads, "issuing a token read on the event loop"
 
     for method, path, status in READS:
         reads.threads.clear()
