@@ -91,7 +91,7 @@ class Requires(Rule):
     on: On
 
     async def check(self, request: web.Request, checker: Checker) -> None:
-        checker.require(self.privilege, self.on(request))
+        await _require(checker, self.privilege, self.on(request))
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +111,7 @@ class ChoosesStorage(Rule):
     schema: str | None = None
 
     async def check(self, request: web.Request, checker: Checker) -> None:
-        checker.require(self.privilege, self.on(request))
+        await _require(checker, self.privilege, self.on(request))
         if checker.service_admin or request.app[CONFIG].storage_roots:
             return
         if self.schema is not None and "storage" not in await read_json(request, self.schema):
@@ -132,7 +132,7 @@ class ByKind(Rule):
 
     async def check(self, request: web.Request, checker: Checker) -> None:
         kind = params.collection_kind(request)
-        checker.require(self.table if kind is Kind.TABLE else self.view, self.on(request))
+        await _require(checker, self.table if kind is Kind.TABLE else self.view, self.on(request))
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +145,7 @@ class FromBody(Rule):
     async def check(self, request: web.Request, checker: Checker) -> None:
         body = await read_json(request, self.schema)
         for privilege, securable in self.needs(request, body):
-            checker.require(privilege, securable)
+            await _require(checker, privilege, securable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +156,7 @@ class FromRequest(Rule):
 
     async def check(self, request: web.Request, checker: Checker) -> None:
         for privilege, securable in self.needs(request, checker):
-            checker.require(privilege, securable)
+            await _require(checker, privilege, securable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +172,9 @@ class Browse(Rule):
         kind = self.kind
         if kind is None:
             kind = Level.TABLE if params.collection_kind(request) is Kind.TABLE else Level.VIEW
-        request[VISIBLE] = checker.browse(self.parent(request), kind)
+        parent = self.parent(request)
+        await checker.resolve(parent)
+        request[VISIBLE] = checker.browse(parent, kind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,3 +197,9 @@ class Metrics(Rule):
     async def check(self, request: web.Request, checker: Checker) -> None:
         if not checker.service_admin:
             raise Forbidden("metrics are protected: they need a service admin's token")
+
+
+async def _require(checker: Checker, privilege: Privilege, securable: Securable) -> None:
+    """``checker.require``, what it reads read first as a point read."""
+    await checker.resolve(securable)
+    checker.require(privilege, securable)

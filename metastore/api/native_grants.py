@@ -97,8 +97,10 @@ def _principal_role(policy: Policy, role: str) -> Entity | None:
     return entity
 
 
-def _catalog_role(request: web.Request, policy: Policy, tenant: str, catalog: str) -> CatalogRole:
-    catalog_id = _catalog_id(request, tenant, catalog)
+async def _catalog_role(
+    request: web.Request, policy: Policy, tenant: str, catalog: str
+) -> CatalogRole:
+    catalog_id = await _catalog_id(request, tenant, catalog)
     name = _role_name(request)
     role = policy.catalog_role(catalog, name, catalog_id)
     if role is None:
@@ -106,8 +108,11 @@ def _catalog_role(request: web.Request, policy: Policy, tenant: str, catalog: st
     return role
 
 
-def _catalog_id(request: web.Request, tenant: str, catalog: str) -> int:
-    found = request.app[AUTHORIZER].catalog_id(tenant, catalog)
+async def _catalog_id(request: web.Request, tenant: str, catalog: str) -> int:
+    """The catalog's record id (404 for no such catalog), a point read."""
+    found = await request.app[METASTORE].read_point(
+        request.app[AUTHORIZER].catalog_id, tenant, catalog
+    )
     if found is None:
         raise NoSuchCatalog(f"catalog does not exist: {catalog}")
     return found
@@ -177,7 +182,8 @@ async def create_principal_role(request: web.Request) -> web.Response:
     if name == TENANT_ADMIN:
         raise AlreadyExists(f"{TENANT_ADMIN} is built in")
     properties = check_user_properties(body.get("properties", {}))
-    request.app[METASTORE].check_tenant(tenant)
+    metastore = request.app[METASTORE]
+    await metastore.read_point(metastore.check_tenant, tenant)  # 404 for an unknown tenant
     outcome = await _commit(request, tenant, changes.create_principal_role(name, properties))
     return web.json_response(
         _role_json(name, outcome.entities[principal_role_key(name)]), status=201
@@ -278,7 +284,7 @@ async def grant_catalog_role(request: web.Request) -> web.Response:
     entity = _principal_role(policy, role)
     if entity is None:
         raise BadRequest(f"{TENANT_ADMIN} holds every privilege of its tenant already")
-    target = policy.catalog_role(catalog, name, _catalog_id(request, tenant, catalog))
+    target = policy.catalog_role(catalog, name, await _catalog_id(request, tenant, catalog))
     if target is None:
         raise NoSuchRole(f"catalog role does not exist: {catalog}.{name}")
     change = changes.grant_catalog_role(policy, role, entity, target)
@@ -363,7 +369,7 @@ async def _revoke(request: web.Request, tenant: str, policy: Policy, grant: Gran
 async def list_catalog_roles(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
     policy = await _policy(request, tenant)
-    roles = policy.catalog_roles_of(catalog, _catalog_id(request, tenant, catalog))
+    roles = policy.catalog_roles_of(catalog, await _catalog_id(request, tenant, catalog))
     return web.json_response(
         {"catalog-roles": [_role_json(r.name, r.entity) for r in roles], "next-page-token": None}
     )
@@ -378,7 +384,7 @@ async def create_catalog_role(request: web.Request) -> web.Response:
     name = check_system_name("catalog role", body["name"])
     properties = check_user_properties(body.get("properties", {}))
     policy = await _policy(request, tenant)
-    catalog_id = _catalog_id(request, tenant, catalog)
+    catalog_id = await _catalog_id(request, tenant, catalog)
     if policy.catalog_role(catalog, name, catalog_id) is not None:
         raise AlreadyExists(f"catalog role already exists: {catalog}.{name}")
     change = changes.create_catalog_role(policy, catalog, name, catalog_id, properties)
@@ -390,7 +396,7 @@ async def create_catalog_role(request: web.Request) -> web.Response:
 @routes.get(CATALOG_ROLE_PATH)
 async def get_catalog_role(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
-    role = _catalog_role(request, await _policy(request, tenant), tenant, catalog)
+    role = await _catalog_role(request, await _policy(request, tenant), tenant, catalog)
     return web.json_response(_role_json(role.name, role.entity))
 
 
@@ -398,15 +404,15 @@ async def get_catalog_role(request: web.Request) -> web.Response:
 async def delete_catalog_role(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
     policy = await _policy(request, tenant)
-    role = _catalog_role(request, policy, tenant, catalog)
+    role = await _catalog_role(request, policy, tenant, catalog)
     await _commit(request, tenant, changes.delete_catalog_role(policy, role))
     return web.Response(status=204)
 
 
-def _catalog_grant(
+async def _catalog_grant(
     request: web.Request, policy: Policy, tenant: str, catalog: str, body: dict[str, Any]
 ) -> tuple[CatalogRole, Grant]:
-    role = _catalog_role(request, policy, tenant, catalog)
+    role = await _catalog_role(request, policy, tenant, catalog)
     privilege = _privilege(body)
     if "securable" not in body:
         raise BadRequest("a catalog role's grant names its securable: {kind, path}")
@@ -420,7 +426,7 @@ def _catalog_grant(
 async def list_catalog_role_grants(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
     policy = await _policy(request, tenant)
-    role = _catalog_role(request, policy, tenant, catalog)
+    role = await _catalog_role(request, policy, tenant, catalog)
     grants = sorted(
         policy.grants.get(Grantee(role.name, catalog), ()),
         key=lambda g: (g.path, g.privilege.name),
@@ -433,7 +439,7 @@ async def grant_to_catalog_role(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
     body = await read_json(request, "grant_privilege")
     policy = await _policy(request, tenant)
-    role, grant = _catalog_grant(request, policy, tenant, catalog, body)
+    role, grant = await _catalog_grant(request, policy, tenant, catalog, body)
     return await _grant(request, tenant, policy, grant, role.entity)
 
 
@@ -442,5 +448,5 @@ async def revoke_from_catalog_role(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
     body = await read_json(request, "grant_privilege")
     policy = await _policy(request, tenant)
-    _, grant = _catalog_grant(request, policy, tenant, catalog, body)
+    _, grant = await _catalog_grant(request, policy, tenant, catalog, body)
     return await _revoke(request, tenant, policy, grant)

@@ -99,7 +99,7 @@ class Principals:
         record: Record | None = None,
     ) -> tuple[Entity, str | None]:
         """A new principal, and the secret of a service principal (generated if not given)."""
-        self._metastore.check_tenant(tenant)
+        await self._metastore.read_point(self._metastore.check_tenant, tenant)
         if kind == "user":
             if secret is not None:
                 raise BadRequest("a user principal has no secret: it signs in at its provider")
@@ -118,7 +118,7 @@ class Principals:
         self, tenant: str, name: str, secret: str | None, by: str, record: Record | None = None
     ) -> tuple[Entity, str]:
         """A new secret (and generation) for a service principal: its earlier tokens die."""
-        entity, current = self._current(tenant, name)
+        entity, current = await self._metastore.read_point(self._current, tenant, name)
         if current.type != "service":
             raise BadRequest(f"principal {name!r} is a user: it has no secret to rotate")
         secret = _checked(secret) if secret is not None else generate_secret()
@@ -129,14 +129,14 @@ class Principals:
     async def set_disabled(
         self, tenant: str, name: str, disabled: bool, by: str, record: Record | None = None
     ) -> Entity:
-        entity, current = self._current(tenant, name)
+        entity, current = await self._metastore.read_point(self._current, tenant, name)
         operation = "disable principal" if disabled else "enable principal"
         return await self._update(
             tenant, entity, current.with_disabled(disabled), operation, by, record
         )
 
     async def delete(self, tenant: str, name: str, by: str, record: Record | None = None) -> None:
-        entity = self.get(tenant, name)
+        entity = await self._metastore.read_point(self.get, tenant, name)
         key = principal_key(name)
         requirements = (AssertVersion(key, entity.version),)
         await self._commit(tenant, requirements, DeleteEntity(key), "delete principal", by, record)
@@ -150,8 +150,7 @@ class Principals:
         created, principals are managed through the API.
         """
         for name, secret in clients.items():
-            with contextlib.suppress(NotFound):
-                self._metastore.get_entity(tenant, SYSTEM_CATALOG, principal_key(name))
+            if await self._metastore.read_point(self._exists, tenant, name):
                 continue
             new = await asyncio.to_thread(PrincipalRecord.service, name, secret, "system")
             change = CreateEntity(principal_key(name), new.properties())
@@ -163,7 +162,8 @@ class Principals:
         the same secret and generation (tokens of earlier versions are not JWTs and are
         refused anyway); a principal of that name that exists already wins."""
         while True:
-            page = self._metastore.list_entities(
+            page = await self._metastore.read(
+                self._metastore.list_entities,
                 tenant,
                 SYSTEM_CATALOG,
                 (),
@@ -180,7 +180,7 @@ class Principals:
                 changes.append(DeleteEntity(EntityKey(Kind.SYSTEM, (), entity.path[-1])))
                 props = {**entity.properties, "type": "service", "disabled": "false"}
                 migrated = PrincipalRecord.of(name, props | {"created-by": "system"})
-                if migrated is None or self._exists(tenant, name):
+                if migrated is None or await self._metastore.read_point(self._exists, tenant, name):
                     continue
                 changes.append(CreateEntity(principal_key(name), migrated.properties()))
             request = CommitRequest(

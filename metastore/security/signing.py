@@ -103,14 +103,10 @@ class SigningKeys:
 
     async def ensure(self) -> None:
         """Create the ring if there is none (and drop a key of an earlier version)."""
-        try:
-            self._metastore.get_entity(self._tenant, SYSTEM_CATALOG, TOKEN_KEYS)
+        if await self._metastore.read_point(self._exists, TOKEN_KEYS):
             return
-        except NotFound:
-            pass
         changes: list[Change] = [CreateEntity(TOKEN_KEYS, KeyRing.new().properties())]
-        with contextlib.suppress(NotFound):
-            self._metastore.get_entity(self._tenant, SYSTEM_CATALOG, LEGACY_KEY)
+        if await self._metastore.read_point(self._exists, LEGACY_KEY):
             changes.append(DeleteEntity(LEGACY_KEY))
         request = CommitRequest(
             changes=tuple(changes),
@@ -120,12 +116,21 @@ class SigningKeys:
         with contextlib.suppress(AlreadyExists):  # another node's bootstrap was first
             await self._metastore.commit(self._tenant, SYSTEM_CATALOG, request)
 
+    def _exists(self, key: EntityKey) -> bool:
+        try:
+            self._metastore.get_entity(self._tenant, SYSTEM_CATALOG, key)
+        except NotFound:
+            return False
+        return True
+
     async def rotate(
         self, principal: str, record: Record | None = None
     ) -> tuple[str, tuple[str, ...]]:
         """A new current key; returns its kid and the kids dropped. 409 if the ring
         changed meanwhile (another rotation)."""
-        entity = self._metastore.get_entity(self._tenant, SYSTEM_CATALOG, TOKEN_KEYS)
+        entity = await self._metastore.read_point(
+            self._metastore.get_entity, self._tenant, SYSTEM_CATALOG, TOKEN_KEYS
+        )
         ring, removals = KeyRing.of(entity.properties).rotated(int(self._clock()))
         request = CommitRequest(
             requirements=(AssertVersion(TOKEN_KEYS, entity.version),),

@@ -29,7 +29,10 @@ from metastore.lanes import CommitLanes
 from metastore.memory_only import WouldWait, check, memory_only
 from metastore.model import Entity
 from metastore.persistence.rocksdb import RocksDB, RocksDBPersistence
+from metastore.security.authorizer import Authorizer
 from metastore.security.policy import Policies
+from metastore.security.principal import Principal
+from metastore.security.securables import Securable
 from metastore.service import Metastore
 from tests.unit.conftest import create_request, ns_key, table_key
 
@@ -242,3 +245,41 @@ async def test_a_tenant_policy_is_read_on_the_loop_only_from_memory(
         await policies.ready("t1")  # the HEAD, forgotten by the write: the database
         assert database and loop_thread not in database
         assert service.point_reads_in_thread == 2
+
+
+async def test_a_check_reads_its_catalog_id_before_as_a_point_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Checker.resolve``: the catalog record id a check needs, read before the check
+    (the checks are plain calls) as a point read, so the check reads nothing."""
+    loop_thread = threading.get_ident()
+    database: list[int] = []
+    live = RocksDB._live
+
+    def noted(db: RocksDB) -> Any:
+        found = live(db)
+        database.append(threading.get_ident())
+        return found
+
+    monkeypatch.setattr(RocksDB, "_live", noted)
+    async with rocks_service(tmp_path / "db") as service:
+        await with_table(service)
+        expected = service.get_catalog("t1", "c1").entity_id
+        await service.commit("t1", "c1", create_request(table_key(("db",), "v")))  # forgets
+        alice = Principal("t1", "alice", "service")
+        securable = Securable.of_namespace("t1", "c1", ("db",))
+        checker = Authorizer(service, lambda principal: False).checker(alice)
+        database.clear()
+        await checker.resolve(securable)
+        assert database and loop_thread not in database  # the catalog's ref, in a thread
+        database.clear()
+        assert checker.catalog_id("c1") == expected
+        assert not database
+
+        admin = Authorizer(service, lambda principal: True).checker(alice)
+        before = service.point_reads_on_loop, service.point_reads_in_thread
+        await admin.resolve(securable)  # a service admin's checks read nothing
+        assert (service.point_reads_on_loop, service.point_reads_in_thread) == before
+        other = Securable.of_namespace("t2", "c1", ("db",))
+        await checker.resolve(other)  # another tenant's: refused whatever it holds
+        assert (service.point_reads_on_loop, service.point_reads_in_thread) == before
