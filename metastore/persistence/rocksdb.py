@@ -143,11 +143,13 @@ class RocksDB:
 
         Every write goes through ``write`` or ``write_unsynced`` of this handle (one
         process holds the database), and each forgets the keys it writes twice: before
-        RocksDB takes it and after. A value read from the database is remembered only if
-        no write started or ended while it was read, so what is remembered after a
-        write's end was read after that write, and what a reader remembered during a
-        write is forgotten at its end. A read during a write may return the value before
-        it, as a read that came a moment earlier would.
+        RocksDB takes it and after (when it remembers again the keys that were
+        remembered, with the values it wrote). A value read from the database is
+        remembered only if no write started or ended while it was read, so what is
+        remembered after a write's end was read or written by that write or after it,
+        and what a reader remembered during a write is forgotten at its end. A read
+        during a write may return the value before it, as a read that came a moment
+        earlier would.
         """
         with self._remembered_lock:
             if key in self._remembered:
@@ -207,28 +209,42 @@ class RocksDB:
 
     def _write(self, writes: Mapping[bytes, bytes | None], options: WriteOptions) -> None:
         """Every write of this handle: what ``get_remembered`` holds of its keys is
-        forgotten before RocksDB takes the batch and again after."""
+        forgotten before RocksDB takes the batch and again after; then a key that was
+        remembered before is remembered with the value just written (a ref read on every
+        request stays in memory through the commits that move it). That value is the
+        database's: the handle's writers never write one key at once (the persistence's
+        lock, the view's one apply), and a read under way meanwhile remembers nothing."""
         if writes:
-            self._forget(writes)
+            kept = self._forget(writes)
+            written = False
             try:
                 self._live().write(_batch(writes), options)
+                written = True
             finally:
-                self._forget(writes)
+                self._forget(writes, {key: writes[key] for key in kept} if written else None)
 
-    def _forget(self, writes: Mapping[bytes, bytes | None]) -> None:
-        """Drop what ``get_remembered`` holds of ``writes``' keys and count a write's
-        start or end (reads under way then remember nothing)."""
+    def _forget(
+        self,
+        writes: Mapping[bytes, bytes | None],
+        then: Mapping[bytes, bytes | None] | None = None,
+    ) -> list[bytes]:
+        """Drop what ``get_remembered`` holds of ``writes``' keys, count a write's start or
+        end (reads under way then remember nothing) and remember ``then``; return the
+        keys that were remembered."""
         with self._remembered_lock:
             self._generation += 1
             remembered = self._remembered
-            if not remembered:
-                return
-            if len(writes) <= len(remembered):
-                for key in writes:
-                    remembered.pop(key, None)
-            else:
-                for key in [k for k in remembered if k in writes]:
+            dropped: list[bytes] = []
+            if remembered:
+                if len(writes) <= len(remembered):
+                    dropped = [key for key in writes if key in remembered]
+                else:
+                    dropped = [key for key in remembered if key in writes]
+                for key in dropped:
                     del remembered[key]
+            if then:
+                remembered.update(then)
+            return dropped
 
     def sync_wal(self) -> None:
         """fsync the WAL: every write made before this call is on disk when it returns

@@ -213,9 +213,10 @@ def test_a_written_ref_is_read_back_without_decoding_and_never_stale(tmp_path: P
         other.close()
 
 
-def test_a_remembered_read_is_forgotten_by_every_write_of_its_key(tmp_path: Path) -> None:
+def test_a_remembered_read_follows_every_write_of_its_key(tmp_path: Path) -> None:
     """Refs are read from memory once read; each way of writing the key (synced,
-    unsynced, deleting) is seen by the next read, and a write of other keys keeps it."""
+    unsynced, deleting) is seen by the next read (the write remembers what it wrote),
+    and a write of other keys keeps it."""
     db = RocksDB(tmp_path / "db", sync=False)
     try:
         key, other = b"r\x00hot", b"o\x00cold"

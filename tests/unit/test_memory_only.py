@@ -114,9 +114,15 @@ def test_the_database_is_never_read_while_memory_only(tmp_path: Path) -> None:
         assert db.get_remembered(b"k") == b"v"
         with memory_only():
             assert db.get_remembered(b"k") == b"v"  # from memory
-        db.write({b"k": b"w"})  # forgets it
+        db.write({b"k": b"w", b"j": b"u"})  # a remembered key: remembered as written
+        with memory_only():
+            assert db.get_remembered(b"k") == b"w"
         with memory_only(), pytest.raises(WouldWait):
-            db.get_remembered(b"k")
+            db.get_remembered(b"j")  # never read: not remembered by its write either
+        db.write_unsynced({b"k": None})
+        with memory_only():
+            assert db.get_remembered(b"k") is None  # deleted
+        assert db.get(b"k") is None
         with memory_only(), pytest.raises(WouldWait):
             db.page(b"", b"")
         with memory_only(), pytest.raises(WouldWait):
@@ -134,27 +140,26 @@ async def test_a_warm_point_read_runs_on_the_loop_a_cold_one_in_a_thread(
         await with_table(service)
         threads: list[int] = []
         read = on_thread(lambda: service.get_entity("t1", "c1", KEY), threads)
-        # the commit made the catalog's ref unknown to memory: the database is read
+        # the commit read the catalog's ref and remembered the one it wrote
         first: Entity = await service.read_point(read)
-        assert threads[0] == loop_thread and threads[1] != loop_thread, threads
-        assert (service.point_reads_on_loop, service.point_reads_in_thread) == (0, 1)
-        threads.clear()
-        again: Entity = await service.read_point(read)
         assert threads == [loop_thread]
-        assert again == first and first.key == KEY
-        assert (service.point_reads_on_loop, service.point_reads_in_thread) == (1, 1)
+        assert first.key == KEY
+        assert (service.point_reads_on_loop, service.point_reads_in_thread) == (1, 0)
         with pytest.raises(NoSuchTable):  # answered on the loop too
             await service.read_point(service.get_entity, "t1", "c1", table_key(("db",), "u"))
         assert service.point_reads_on_loop == 2
 
     async with rocks_service(tmp_path / "db") as reopened:  # nothing in memory
         threads.clear()
-        cold = await reopened.read_point(
-            on_thread(lambda: reopened.get_entity("t1", "c1", KEY), threads)
-        )
+        read = on_thread(lambda: reopened.get_entity("t1", "c1", KEY), threads)
+        cold = await reopened.read_point(read)
         assert cold == first
-        assert len(threads) == 2 and threads[-1] != loop_thread
+        assert len(threads) == 2 and threads[0] == loop_thread and threads[1] != loop_thread
         assert (reopened.point_reads_on_loop, reopened.point_reads_in_thread) == (0, 1)
+        threads.clear()
+        assert await reopened.read_point(read) == first  # now from memory
+        assert threads == [loop_thread]
+        assert (reopened.point_reads_on_loop, reopened.point_reads_in_thread) == (1, 1)
 
 
 async def test_a_read_stopped_partway_runs_again_from_its_start_in_a_thread(
@@ -213,21 +218,27 @@ async def test_a_listing_past_its_loop_share_runs_again_in_a_thread(
         assert await listed(4) == (1, 0)
 
 
+@pytest.fixture
+def database(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The thread of every access that reaches the database, in order."""
+    threads: list[int] = []
+    live = RocksDB._live
+
+    def noted(db: RocksDB) -> Any:
+        found = live(db)  # refuses first while memory-only
+        threads.append(threading.get_ident())
+        return found
+
+    monkeypatch.setattr(RocksDB, "_live", noted)
+    return threads
+
+
 async def test_a_tenant_policy_is_read_on_the_loop_only_from_memory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, database: list[int]
 ) -> None:
     """The authorization middleware's policy read: the system catalog's HEAD and the
     policy built at it come from memory on the loop; anything else in a thread."""
     loop_thread = threading.get_ident()
-    database: list[int] = []  # the thread of every access that reached the database
-    live = RocksDB._live
-
-    def noted(db: RocksDB) -> Any:
-        found = live(db)
-        database.append(threading.get_ident())
-        return found
-
-    monkeypatch.setattr(RocksDB, "_live", noted)
     async with rocks_service(tmp_path / "db") as service:
         await with_table(service)
         policies = Policies(service)
@@ -242,44 +253,47 @@ async def test_a_tenant_policy_is_read_on_the_loop_only_from_memory(
         # the tenant's record changes: its system catalog's HEAD moves
         await service.update_record("t1", SYSTEM_CATALOG, {"k": "v"}, [], None, "admin")
         database.clear()
-        await policies.ready("t1")  # the HEAD, forgotten by the write: the database
-        assert database and loop_thread not in database
+        assert await policies.ready("t1") is not first  # built again: in a thread
+        assert loop_thread not in database
         assert service.point_reads_in_thread == 2
+
+    async with rocks_service(tmp_path / "db") as reopened:  # nothing in memory
+        database.clear()
+        await Policies(reopened).ready("t1")
+        assert database and loop_thread not in database  # the HEAD and the records
+        assert (reopened.point_reads_on_loop, reopened.point_reads_in_thread) == (0, 1)
 
 
 async def test_a_check_reads_its_catalog_id_before_as_a_point_read(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, database: list[int]
 ) -> None:
     """``Checker.resolve``: the catalog record id a check needs, read before the check
     (the checks are plain calls) as a point read, so the check reads nothing."""
     loop_thread = threading.get_ident()
-    database: list[int] = []
-    live = RocksDB._live
-
-    def noted(db: RocksDB) -> Any:
-        found = live(db)
-        database.append(threading.get_ident())
-        return found
-
-    monkeypatch.setattr(RocksDB, "_live", noted)
+    alice = Principal("t1", "alice", "service")
+    securable = Securable.of_namespace("t1", "c1", ("db",))
     async with rocks_service(tmp_path / "db") as service:
         await with_table(service)
         expected = service.get_catalog("t1", "c1").entity_id
-        await service.commit("t1", "c1", create_request(table_key(("db",), "v")))  # forgets
-        alice = Principal("t1", "alice", "service")
-        securable = Securable.of_namespace("t1", "c1", ("db",))
+        await service.commit("t1", "c1", create_request(table_key(("db",), "v")))
         checker = Authorizer(service, lambda principal: False).checker(alice)
+        database.clear()
+        await checker.resolve(securable)  # the commit left the catalog's ref in memory
+        assert not database
+        assert (service.point_reads_on_loop, service.point_reads_in_thread) == (1, 0)
+
+        admin = Authorizer(service, lambda principal: True).checker(alice)
+        await admin.resolve(securable)  # a service admin's checks read nothing
+        other = Securable.of_namespace("t2", "c1", ("db",))
+        await checker.resolve(other)  # another tenant's: refused whatever it holds
+        assert (service.point_reads_on_loop, service.point_reads_in_thread) == (1, 0)
+
+    async with rocks_service(tmp_path / "db") as reopened:  # nothing in memory
+        checker = Authorizer(reopened, lambda principal: False).checker(alice)
         database.clear()
         await checker.resolve(securable)
         assert database and loop_thread not in database  # the catalog's ref, in a thread
+        assert reopened.point_reads_in_thread == 1
         database.clear()
         assert checker.catalog_id("c1") == expected
         assert not database
-
-        admin = Authorizer(service, lambda principal: True).checker(alice)
-        before = service.point_reads_on_loop, service.point_reads_in_thread
-        await admin.resolve(securable)  # a service admin's checks read nothing
-        assert (service.point_reads_on_loop, service.point_reads_in_thread) == before
-        other = Securable.of_namespace("t2", "c1", ("db",))
-        await checker.resolve(other)  # another tenant's: refused whatever it holds
-        assert (service.point_reads_on_loop, service.point_reads_in_thread) == before
