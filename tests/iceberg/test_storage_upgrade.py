@@ -20,15 +20,11 @@ from pathlib import Path
 import requests
 from pyiceberg.catalog.rest import RestCatalog
 
+from harness.engine import build_engine
 from harness.node import NodeProcess
 from harness.process import free_port
-from metastore.cache import ObjectCache
 from metastore.changes import DeleteEntity
-from metastore.clock import SystemClock
-from metastore.codec import default_codec
-from metastore.commits import CommitRequest, EngineLimits
-from metastore.committer import Committer
-from metastore.ids import SnowflakeGenerator
+from metastore.commits import CommitRequest
 from metastore.lanes import CommitLanes
 from metastore.persistence.rocksdb import RocksDBPersistence
 from metastore.service import Metastore
@@ -43,22 +39,9 @@ CATALOGS = "/api/v1/tenants/default/catalogs"
 def engine(data_dir: Path) -> Iterator[tuple[Metastore, CommitLanes]]:
     """The real commit engine on a stopped node's RocksDB."""
     persistence = RocksDBPersistence(data_dir / "rocksdb")
-    codec, clock = default_codec(), SystemClock()
-    holder: list[Metastore] = []
     with ThreadPoolExecutor(max_workers=1) as executor:
-        committer = Committer(
-            persistence,
-            codec,
-            lambda tenant, catalog: holder[0].objects(tenant, catalog),
-            SnowflakeGenerator(1022, clock),
-            clock,
-            EngineLimits(),
-            require_tenant=True,
-        )
-        lanes = CommitLanes(committer, executor)
-        holder.append(Metastore(persistence, codec, ObjectCache(), lanes))
         try:
-            yield holder[0], lanes
+            yield build_engine(persistence, executor, node_id=1022)
         finally:
             persistence.close()
 

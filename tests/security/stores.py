@@ -8,18 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
-from metastore.cache import ObjectCache
+from harness.engine import build_engine
 from metastore.changes import Change
-from metastore.clock import SystemClock
-from metastore.codec import default_codec
-from metastore.commits import CommitRequest, EngineLimits
-from metastore.committer import Committer
-from metastore.ids import SnowflakeGenerator
+from metastore.commits import CommitRequest
 from metastore.keys import SYSTEM_CATALOG, Kind
-from metastore.lanes import CommitLanes
 from metastore.persistence.rocksdb import RocksDBPersistence
 from metastore.security.signing import TOKEN_KEYS, KeyRing
-from metastore.service import Metastore
 
 
 class OfflineStore:
@@ -29,20 +23,7 @@ class OfflineStore:
 
     def __init__(self, data_dir: Path, executor: ThreadPoolExecutor) -> None:
         self.persistence = RocksDBPersistence(data_dir / "rocksdb")
-        codec, clock = default_codec(), SystemClock()
-        holder: list[Metastore] = []
-        committer = Committer(
-            self.persistence,
-            codec,
-            lambda tenant, catalog: holder[0].objects(tenant, catalog),
-            SnowflakeGenerator(1023, clock),
-            clock,
-            EngineLimits(),
-            require_tenant=True,
-        )
-        self.lanes = CommitLanes(committer, executor)
-        self.metastore = Metastore(self.persistence, codec, ObjectCache(), self.lanes)
-        holder.append(self.metastore)
+        self.metastore, self.lanes = build_engine(self.persistence, executor, node_id=1023)
 
     def commit(self, *changes: Change) -> None:
         request = CommitRequest(changes=changes, principal="system", operation="offline write")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import pytest
 from hypothesis import settings
 
+from harness.engine import build_engine
 from metastore.cache import ObjectCache
 from metastore.changes import CreateEntity
 from metastore.clock import Clock, SystemClock
@@ -171,21 +172,6 @@ async def lanes(
 async def service(
     persistence: FaultyPersistence, executor: concurrent.futures.ThreadPoolExecutor
 ) -> AsyncIterator[Metastore]:
-    codec = default_codec()
-    cache = ObjectCache()
-    holder: list[Metastore] = []
-    clock = SystemClock()
-    committer = Committer(
-        persistence,
-        codec,
-        lambda tenant, catalog: holder[0].objects(tenant, catalog),
-        SnowflakeGenerator(1, clock),
-        clock,
-        EngineLimits(index=SMALL_INDEX),
-        require_tenant=True,
-    )
-    commit_lanes = CommitLanes(committer, executor)
-    svc = Metastore(persistence, codec, cache, commit_lanes)
-    holder.append(svc)
+    svc, commit_lanes = build_engine(persistence, executor, limits=EngineLimits(index=SMALL_INDEX))
     yield svc
     await commit_lanes.close()

@@ -16,16 +16,11 @@ from typing import Any
 
 import pytest
 
-from metastore.cache import ObjectCache
-from metastore.clock import SystemClock
-from metastore.codec import default_codec
-from metastore.commits import CommitRequest, EngineLimits
-from metastore.committer import Committer
+from harness.engine import build_engine
+from metastore.commits import CommitRequest
 from metastore.errors import NoSuchTable
 from metastore.iceberg import listing
-from metastore.ids import SnowflakeGenerator
 from metastore.keys import SYSTEM_CATALOG, Kind
-from metastore.lanes import CommitLanes
 from metastore.memory_only import WouldWait, check, memory_only
 from metastore.model import Entity
 from metastore.persistence.rocksdb import RocksDB, RocksDBPersistence
@@ -44,19 +39,7 @@ async def rocks_service(path: Path) -> AsyncIterator[Metastore]:
     """The service over a RocksDB at ``path``: a fresh handle, so empty caches."""
     persistence = RocksDBPersistence(path, sync=False)
     executor = ThreadPoolExecutor(2, thread_name_prefix="commit")
-    codec, clock, holder = default_codec(), SystemClock(), []
-    committer = Committer(
-        persistence,
-        codec,
-        lambda tenant, catalog: holder[0].objects(tenant, catalog),
-        SnowflakeGenerator(1, clock),
-        clock,
-        EngineLimits(),
-        require_tenant=True,
-    )
-    lanes = CommitLanes(committer, executor)
-    service = Metastore(persistence, codec, ObjectCache(), lanes)
-    holder.append(service)
+    service, lanes = build_engine(persistence, executor)
     try:
         yield service
     finally:
