@@ -130,8 +130,9 @@ class Metastore:
     async def read_point(self, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """``read`` for a read of a few keys (a ref, an entity, a table load): run on
         the event loop when memory holds everything it needs, else in a worker thread
-        (``metastore.memory_only``). Never for a listing: its work grows with what it
-        lists, and the loop would wait for all of it."""
+        (``metastore.memory_only``). A listing only with a bound of its own
+        (``listing.LOOP_NAMES``): its work grows with what it lists, and the loop would
+        wait for all of it."""
         try:
             with memory_only():
                 found = function(*args, **kwargs)
@@ -169,6 +170,14 @@ class Metastore:
         view = self.objects(tenant, catalog).index(commit)
         assert view is not None
         return view
+
+    def has_entity(self, tenant: str, catalog: str, key: EntityKey) -> bool:
+        """Whether ``key`` exists at HEAD (False too when its catalog or tenant does not)."""
+        try:
+            self.get_entity(tenant, catalog, key)
+        except NotFound:
+            return False
+        return True
 
     def get_entity(
         self, tenant: str, catalog: str, key: EntityKey, at: int | None = None

@@ -150,7 +150,7 @@ class Principals:
         created, principals are managed through the API.
         """
         for name, secret in clients.items():
-            if await self._metastore.read_point(self._exists, tenant, name):
+            if await self._exists(tenant, name):
                 continue
             new = await asyncio.to_thread(PrincipalRecord.service, name, secret, "system")
             change = CreateEntity(principal_key(name), new.properties())
@@ -180,7 +180,7 @@ class Principals:
                 changes.append(DeleteEntity(EntityKey(Kind.SYSTEM, (), entity.path[-1])))
                 props = {**entity.properties, "type": "service", "disabled": "false"}
                 migrated = PrincipalRecord.of(name, props | {"created-by": "system"})
-                if migrated is None or await self._metastore.read_point(self._exists, tenant, name):
+                if migrated is None or await self._exists(tenant, name):
                     continue
                 changes.append(CreateEntity(principal_key(name), migrated.properties()))
             request = CommitRequest(
@@ -190,12 +190,11 @@ class Principals:
 
     # --- helpers -------------------------------------------------------------------------
 
-    def _exists(self, tenant: str, name: str) -> bool:
-        try:
-            self._metastore.get_entity(tenant, SYSTEM_CATALOG, principal_key(name))
-        except NotFound:
-            return False
-        return True
+    async def _exists(self, tenant: str, name: str) -> bool:
+        metastore = self._metastore
+        return await metastore.read_point(
+            metastore.has_entity, tenant, SYSTEM_CATALOG, principal_key(name)
+        )
 
     def _current(self, tenant: str, name: str) -> tuple[Entity, PrincipalRecord]:
         entity = self.get(tenant, name)

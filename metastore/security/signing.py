@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from metastore.changes import Change, CreateEntity, DeleteEntity, UpdateEntity
 from metastore.commits import CommitRequest, Record
-from metastore.errors import AlreadyExists, NotFound
+from metastore.errors import AlreadyExists
 from metastore.keys import SYSTEM_CATALOG, EntityKey, Kind
 from metastore.requirements import AssertVersion
 from metastore.service import Metastore
@@ -103,10 +103,10 @@ class SigningKeys:
 
     async def ensure(self) -> None:
         """Create the ring if there is none (and drop a key of an earlier version)."""
-        if await self._metastore.read_point(self._exists, TOKEN_KEYS):
+        if await self._exists(TOKEN_KEYS):
             return
         changes: list[Change] = [CreateEntity(TOKEN_KEYS, KeyRing.new().properties())]
-        if await self._metastore.read_point(self._exists, LEGACY_KEY):
+        if await self._exists(LEGACY_KEY):
             changes.append(DeleteEntity(LEGACY_KEY))
         request = CommitRequest(
             changes=tuple(changes),
@@ -116,12 +116,9 @@ class SigningKeys:
         with contextlib.suppress(AlreadyExists):  # another node's bootstrap was first
             await self._metastore.commit(self._tenant, SYSTEM_CATALOG, request)
 
-    def _exists(self, key: EntityKey) -> bool:
-        try:
-            self._metastore.get_entity(self._tenant, SYSTEM_CATALOG, key)
-        except NotFound:
-            return False
-        return True
+    async def _exists(self, key: EntityKey) -> bool:
+        metastore = self._metastore
+        return await metastore.read_point(metastore.has_entity, self._tenant, SYSTEM_CATALOG, key)
 
     async def rotate(
         self, principal: str, record: Record | None = None
