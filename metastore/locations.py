@@ -21,7 +21,7 @@ server reads, writes or deletes for it pass through here, on both APIs, so that
   a literal ``?`` or ``#`` (URI parsers cut them off), relative paths (FileIO resolves them
   against the server's working directory), escapes still changing after 4 rounds.
 - **Symlinks** (``file://`` only, with ``resolve=True``): the real path of what the
-  operating system would touch (the literal path, through ``realpath``) must also
+  operating system would touch (the literal path, through ``real_path``) must also
   stay inside the real path of the root. Only paths the server acts on need this;
   it touches the filesystem, so callers run it off the event loop.
 
@@ -31,14 +31,13 @@ node's configuration here: where a catalog may keep files is the caller's policy
 
 from __future__ import annotations
 
-import functools
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote
 
 from metastore.errors import BadRequest
+from metastore.real_paths import real_path
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$", re.DOTALL)
 _DECODE_ROUNDS = 4  # %252e -> %2e -> . : decode until stable, at most this often
@@ -87,24 +86,33 @@ def normalize(value: object, what: str = "location", *, file: bool = False) -> L
     """``value`` as a :class:`Location`, or 400 naming ``what``.
 
     ``file``: a file path, which may be percent-ambiguous (see the module docstring).
-    A pure function of its arguments, so the last ``NORMALIZED`` readings are kept: a
-    table's commit reads the same few locations several times (a refusal is never
-    kept; it is worked out again).
+    A pure function of ``value`` and ``file`` (``what`` only names the value in a
+    refusal), so the last ``NORMALIZED`` readings are kept: a table's commit reads the
+    same few locations several times, under different names (a refusal is never kept;
+    it is worked out again).
     """
     if not isinstance(value, str) or not value:
         raise BadRequest(f"{what} must be a non-empty string")
-    if len(value) > NORMALIZED_CHARS:
-        return _normalized.__wrapped__(value, what, file)
-    return _normalized(value, what, file)
+    key = (value, file)
+    found = _READINGS.get(key)
+    if found is None:
+        found = _normalized(value, what, file)
+        if len(value) <= NORMALIZED_CHARS:
+            if len(_READINGS) >= NORMALIZED:
+                _READINGS.clear()  # a commit's few locations are read again at once
+            _READINGS[key] = found
+    return found
 
 
 NORMALIZED = 4096  # locations whose readings are kept ...
 NORMALIZED_CHARS = 1024  # ... when at most this long (a few MiB in all)
+_READINGS: dict[tuple[str, bool], Location] = {}  # each get and set is atomic: no lock
+# a control character (C0, DEL, C1) or a backslash, in one scan of the text
+_BAD_CHARS = re.compile(r"[\\\x00-\x1f\x7f-\x9f]")
 
 
-@functools.lru_cache(maxsize=NORMALIZED)
 def _normalized(value: str, what: str, file: bool) -> Location:
-    if any(_bad_char(ch) for ch in value) or "?" in value or "#" in value:
+    if _BAD_CHARS.search(value) or "?" in value or "#" in value:
         raise BadRequest(f"{what} {value!r} contains a control character, a backslash, ? or #")
     scheme, rest = _split_scheme(value)
     authority = ""
@@ -170,8 +178,8 @@ def is_inside(
     if not location.within(base, allow_equal=allow_equal):
         return False
     if resolve and location.scheme == "file":
-        real = os.path.realpath(location.local_path())
-        real_root = os.path.realpath(base.local_path())
+        real = real_path(location.local_path())
+        real_root = real_path(base.local_path())
         if real == real_root:
             return allow_equal
         return real.startswith(real_root.rstrip("/") + "/")
@@ -191,17 +199,13 @@ def _split_scheme(value: str) -> tuple[str, str]:
     return match.group(1).lower(), match.group(2)
 
 
-def _bad_char(ch: str) -> bool:
-    return ch == "\\" or ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0
-
-
 def _decode(text: str, value: str, what: str) -> str:
     """``text`` percent-decoded until stable; 400 if that hides a forbidden character."""
     for _ in range(_DECODE_ROUNDS):
         decoded = unquote(text)
         if decoded == text:
             return text
-        if any(_bad_char(ch) for ch in decoded):
+        if _BAD_CHARS.search(decoded):
             raise BadRequest(f"{what} {value!r} hides a control character or backslash")
         text = decoded
     raise BadRequest(f"{what} {value!r} nests %-escapes too deeply")

@@ -53,6 +53,44 @@ def test_ambiguous_or_malformed_locations_are_refused(given: str) -> None:
         normalize(given)
 
 
+def _refused(given: str, *, file: bool = False) -> bool:
+    try:
+        normalize(given, file=file)
+    except BadRequest:
+        return True
+    return False
+
+
+def test_every_control_character_and_the_backslash_are_refused_literal_or_escaped() -> None:
+    """The rule, over every code point of the first two planes' worth of text: C0
+    controls, DEL, the C1 controls and the backslash are refused, as are ``?`` and
+    ``#`` written literally; every other character (``/`` and ``%`` aside, which
+    shape the path) passes, in a location and in a file path."""
+    refused_set = {chr(c) for c in [*range(0x20), *range(0x7F, 0xA0)]} | {"\\"}
+    for code in range(0x3000):
+        ch = chr(code)
+        if ch in "/%" or 0xD800 <= code < 0xE000:
+            continue
+        bad = ch in refused_set
+        assert _refused(f"file:///wh/a{ch}b") == (bad or ch in "?#"), repr(ch)
+        assert _refused(f"file:///wh/a{ch}b", file=True) == (bad or ch in "?#"), repr(ch)
+        escaped = "".join(f"%{byte:02X}" for byte in ch.encode())
+        assert _refused(f"file:///wh/a{escaped}b", file=True) == bad, repr(ch)
+
+
+def test_a_kept_reading_is_the_same_whatever_the_name_it_was_asked_under() -> None:
+    """Readings are kept by value and kind (file or location): asking under another
+    name answers the same, a file path's reading is not taken for a location's, and a
+    refusal still names what was asked about."""
+    given = "file:///wh/kept/a%2Fb"
+    assert str(normalize(given, "table location", file=True)) == given
+    assert str(normalize(given, "metadata location", file=True)) == given
+    with pytest.raises(BadRequest, match=r"^table location 'file:///wh/kept/a%2Fb' hides"):
+        normalize(given, "table location")
+    with pytest.raises(BadRequest, match=r"^view location 'file:///wh/kept/a%2Fb' hides"):
+        normalize(given, "view location")
+
+
 @pytest.mark.parametrize(
     ("path", "inside"),
     [
