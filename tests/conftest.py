@@ -47,7 +47,8 @@ def no_database_access_on_the_loop() -> Iterator[None]:
     found += unread(GUARD_DIR, _GUARD_READ)
     if found:
         pytest.fail(
-            f"{len(found)} database access(es) on an event loop, the first from:\n{found[0]}",
+            f"the database was reached on an event loop ({len(found)} report(s)); "
+            f"the first:\n{found[0]}",
             pytrace=False,
         )
 
