@@ -20,6 +20,7 @@ from metastore.api import (
     native_reports,
     native_tasks,
 )
+from metastore.api.route_index import index_groups
 from metastore.config import ServerConfig
 from metastore.console.routes import routes as console_routes
 from metastore.iceberg.setup import ROUTES as ICEBERG_ROUTES
@@ -27,6 +28,7 @@ from metastore.iceberg.unprefixed import add_unprefixed
 
 
 def setup_routes(app: web.Application, config: ServerConfig) -> None:
+    index_groups(app.router)  # first: tried before the routes it indexes
     app.add_routes(health.routes)
     describe.setup_api_documents(app)  # the API's descriptions, read from this route table
     app.add_routes(native_admin.routes)
