@@ -13,6 +13,9 @@ Scenarios:
 4. the bare-aiohttp ceiling: the same POST load against an app that only answers
    (``bench/scenarios/aiohttp_ceiling.py``), in the same run; the write scenarios are
    also shown as a share of it.
+4b. the commit engine alone: scenarios 1 and 2 (fsync on) through the node's own
+   engine in this process, without HTTP (``bench/scenarios/engine_alone.py``): the
+   engine's share of a commit's CPU, and the most one writer core commits.
 5. big namespace: ``--tables`` tables in one namespace, loaded with the atomic
    commit endpoint (1000 creates per commit), then sequential single-client
    latency of GET one table and of listing a page of 100.
@@ -39,7 +42,7 @@ from pathlib import Path
 from bench import summary as bench_summary
 from bench.load import Failures
 from bench.report import command_line, machine, print_outcome, save_report
-from bench.scenarios import aiohttp_ceiling, big_namespace, embedded_writes
+from bench.scenarios import aiohttp_ceiling, big_namespace, embedded_writes, engine_alone
 from bench.scenarios.big_namespace import BigNamespaceResult
 from bench.scenarios.embedded_writes import ThroughputResult
 
@@ -50,6 +53,7 @@ OUT_PATH = REPO_ROOT / ".bench" / "embedded.json"
 def summary(
     throughput: Sequence[ThroughputResult],
     ceiling: ThroughputResult | None,
+    engines: Sequence[ThroughputResult],
     big: BigNamespaceResult | None,
     nproc: int,
 ) -> str:
@@ -59,6 +63,7 @@ def summary(
     ]
     parts += embedded_writes.section(throughput)
     parts += aiohttp_ceiling.section(ceiling, throughput)
+    parts += engine_alone.section(engines, throughput, ceiling)
     parts += big_namespace.section(big)
     return "\n".join(parts)
 
@@ -79,6 +84,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-big", action="store_true")
     parser.add_argument("--skip-ceiling", action="store_true", help="no bare-aiohttp run")
+    parser.add_argument(
+        "--skip-engine", action="store_true", help="no run of the commit engine alone"
+    )
     parser.add_argument(
         "--fsync-modes",
         choices=("both", "on", "off"),
@@ -111,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
     failures = Failures()
     throughput: list[ThroughputResult] = []
     ceiling: ThroughputResult | None = None
+    engines: list[ThroughputResult] = []
     big: BigNamespaceResult | None = None
     nodes_ok = True
     modes = {"both": (True, False), "on": (True,), "off": (False,)}[args.fsync_modes]
@@ -123,11 +132,13 @@ def run(args: argparse.Namespace) -> int:
                 results, stopped = embedded_writes.measure(Path(tmp), fsync, args, failures)
                 throughput += results
                 nodes_ok &= stopped
+            if not args.skip_engine and True in modes:
+                engines = engine_alone.measure(Path(tmp), True, args, failures)
         if not args.skip_big:
             big, stopped = big_namespace.measure(Path(tmp), args, failures)
             nodes_ok &= stopped
 
-    text = summary(throughput, ceiling, big, info["nproc"])
+    text = summary(throughput, ceiling, engines, big, info["nproc"])
     ok = print_outcome(text, failures, nodes_ok, "request failures")
     report = {
         "command": command,
@@ -135,10 +146,11 @@ def run(args: argparse.Namespace) -> int:
         "settings": {
             k: v
             for k, v in vars(args).items()
-            if k not in ("skip_throughput", "skip_big", "skip_ceiling")
+            if k not in ("skip_throughput", "skip_big", "skip_ceiling", "skip_engine")
         },
         "throughput": [asdict(r) for r in throughput],
         "ceiling": None if ceiling is None else asdict(ceiling),
+        "engine_alone": [asdict(r) for r in engines],
         "of_ceiling": None
         if ceiling is None or not ceiling.commits_per_s
         else {
@@ -152,9 +164,9 @@ def run(args: argparse.Namespace) -> int:
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     save_report(OUT_PATH, REPO_ROOT, report)
-    bench_summary.contribute(
-        "embedded", aiohttp_ceiling.summary_rows(ceiling, throughput), quick=args.quick
-    )
+    rows = aiohttp_ceiling.summary_rows(ceiling, throughput)
+    rows += engine_alone.summary_rows(engines, throughput, ceiling)
+    bench_summary.contribute("embedded", rows, quick=args.quick)
     return 0 if ok else 1
 
 
