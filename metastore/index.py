@@ -251,10 +251,10 @@ def _merge(embedded: Iterator[Entry], spilled: Iterator[Entry]) -> Iterator[Entr
 
 @dataclass(frozen=True, slots=True)
 class BuiltIndex:
-    embedded: list[Entry]
+    embedded: Sequence[Entry]
     embedded_size: int  # exact: the length of ``encoded.data``
     stripes: list[StripeRef]
-    new_stripes: list[tuple[int, list[Entry]]]  # (object id, entries) to write
+    new_stripes: list[tuple[int, Sequence[Entry]]]  # (object id, entries) to write
     encoded: EncodedIndex  # ``embedded``'s Avro bytes, for the commit record
     stripe_data: Mapping[int, bytes] = field(default_factory=dict)  # new stripe -> its bytes
     stripe_encodings: Mapping[int, EncodedIndex] = field(default_factory=dict)  # the same
@@ -397,7 +397,7 @@ def _spill(
     return _Spilled(result, written)
 
 
-def _split(entries: list[Entry], stripe_max: int) -> list[EncodedIndex]:
+def _split(entries: Sequence[Entry], stripe_max: int) -> list[EncodedIndex]:
     """``entries`` in stripes of at most about ``stripe_max`` bytes, each encoded."""
     if not entries:
         return []

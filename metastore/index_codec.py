@@ -64,12 +64,19 @@ def shared_prefix(a: bytes, b: bytes) -> int:
 
 @dataclass(frozen=True, slots=True)
 class EncodedIndex:
-    """Sorted index entries with their Avro bytes (no record header), entry by entry."""
+    """Sorted index entries with their Avro bytes (no record header), entry by entry.
 
-    entries: list[Entry]
-    keys: list[bytes]  # the entries' keys, for bisection
-    parts: list[bytes]  # each entry's bytes, which depend on the key before it
-    types: list[str]  # object types in order of first appearance (their numbers)
+    Tuples, not lists: an encoding lives on in ``RecentEncodings`` and the commit it
+    was built for, and the cyclic collector stops walking a tuple of bytes (or of
+    tuples it already stopped walking) after one look, where it walks a list again
+    in every collection of its generation until it is frozen (``metastore.api.heap``).
+    A stripe's keys and parts are thousands of references; every commit makes new ones.
+    """
+
+    entries: tuple[Entry, ...]
+    keys: tuple[bytes, ...]  # the entries' keys, for bisection
+    parts: tuple[bytes, ...]  # each entry's bytes, which depend on the key before it
+    types: tuple[str, ...]  # object types in order of first appearance (their numbers)
     live: int  # entries that are not tombstones
     data: bytes  # the whole record
 
@@ -114,8 +121,9 @@ def encode_index(entries: Sequence[Entry]) -> EncodedIndex:
             live += 1
         parts.append(_entry(prev, key, type_no, obj_id))
         prev = key
-    listed = list(entries)
-    return EncodedIndex(listed, [k for k, _ in listed], parts, types, live, _record(types, parts))
+    listed = tuple(entries)
+    keys = tuple([k for k, _ in listed])
+    return EncodedIndex(listed, keys, tuple(parts), tuple(types), live, _record(types, parts))
 
 
 def encode_changed(
@@ -157,7 +165,14 @@ def encode_changed(
         parts[at] = (
             _entry(prev, key, TOMBSTONE, 0) if value is None else _entry(prev, key, 0, value[1])
         )
-    return EncodedIndex(entries, keys, parts, previous.types, live, _record(previous.types, parts))
+    return EncodedIndex(
+        tuple(entries),
+        tuple(keys),
+        tuple(parts),
+        previous.types,
+        live,
+        _record(previous.types, parts),
+    )
 
 
 def _merged(entries: Sequence[Entry], changes: Mapping[bytes, IndexValue | None]) -> list[Entry]:

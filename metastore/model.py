@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -144,7 +144,7 @@ class Entity:
         )
 
 
-def stripe_encode(codec: Codec, entries: list[Entry], body: bytes | None = None) -> bytes:
+def stripe_encode(codec: Codec, entries: Sequence[Entry], body: bytes | None = None) -> bytes:
     """A stripe's stored record; ``body`` is ``entries``' Avro bytes if already written
     (``metastore.index_codec``)."""
     return codec.frame("index", INDEX_VERSION, encode_index(entries).data if body is None else body)

@@ -222,7 +222,7 @@ def test_build_without_spill_keeps_stripes_and_tombstones() -> None:
     built = update.build(IndexLimits(), store.new_id)
     assert built.new_stripes == []
     assert built.stripes == list(base.stripes)
-    assert built.embedded == [(b"a", None), (b"b", v(2))]
+    assert list(built.embedded) == [(b"a", None), (b"b", v(2))]
 
 
 # --- many commits with tiny limits against a dict model ------------------------------

@@ -10,6 +10,7 @@ the engine writes decodes and re-encodes to the bytes it stored.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import random
 from collections.abc import Mapping
@@ -92,7 +93,7 @@ def test_an_index_encoded_from_its_parents_is_the_codecs_bytes(
     after = sorted(merged.items())
     again = encode_changed(encode_index(before), changes)
     assert again.data == full(after)
-    assert again.entries == after and again.keys == [k for k, _ in after]
+    assert again.entries == tuple(after) and again.keys == tuple(k for k, _ in after)
     # and the generation after it, built on the spliced one
     undo = {k: dict(before).get(k) for k in changes}
     third = encode_changed(again, undo)
@@ -339,3 +340,20 @@ def test_the_engines_spills_with_deletions_keep_every_live_key() -> None:
 
 def _delete(key: EntityKey) -> CommitRequest:
     return CommitRequest(changes=(DeleteEntity(key),), operation="delete")
+
+
+def test_the_collector_stops_walking_an_encoding_after_looking_at_it_once() -> None:
+    """An encoding's keys and parts are thousands of references kept for the next
+    commits (``RecentEncodings``): tuples of bytes, which the cyclic collector stops
+    tracking at its first look, where a list would be walked in every collection. Its
+    entries follow once their values and then the entries themselves are untracked."""
+    entries = [(f"k{i:05d}".encode(), ("entity", i)) for i in range(2000)]
+    whole = encode_index(entries)
+    changed = encode_changed(whole, {b"k00001x": ("entity", 9), b"k00002": None})
+    gc.collect()
+    for encoded in (whole, changed):
+        assert not gc.is_tracked(encoded.keys) and not gc.is_tracked(encoded.parts)
+    gc.collect()  # an entry's value tuple first, then the entry, then their tuple
+    gc.collect()
+    for encoded in (whole, changed):
+        assert not gc.is_tracked(encoded.entries)
