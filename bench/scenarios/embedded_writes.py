@@ -44,6 +44,62 @@ class ThroughputResult:
     errors: int
 
 
+COUNTERS = (  # the node's counters a load's result reads, before and after it
+    "metastore_commits_total",
+    "metastore_commit_batches_total",
+    "metastore_wal_syncs_total",  # none without fsync
+    "metastore_cas_retries_total",
+)
+
+
+@dataclass
+class Measured:
+    """One measured load: its clients' latencies and what the counters grew by."""
+
+    scenario: str
+    fsync: bool
+    catalogs: int
+    latencies: list[float]
+    elapsed: float
+    grown: dict[str, float]  # by counter name (``COUNTERS``)
+
+    def result(
+        self,
+        args: argparse.Namespace,
+        failures: Failures,
+        counter: str,
+        node_cpu: float,
+        client_cpu: float,
+        errors_before: int,
+    ) -> ThroughputResult:
+        """The load's result; a commit count that differs from the clients' is a
+        failure (``counter`` names who counted)."""
+        commits, batches, syncs, retries = (self.grown[name] for name in COUNTERS)
+        if int(commits) != len(self.latencies):
+            failures.add(
+                f"{self.scenario}: {counter} counted {commits:.0f} commits, "
+                f"clients {len(self.latencies)}"
+            )
+        return ThroughputResult(
+            scenario=self.scenario,
+            fsync=self.fsync,
+            catalogs=self.catalogs,
+            concurrency=args.concurrency,
+            seconds=round(self.elapsed, 3),
+            commits=len(self.latencies),
+            commits_per_s=len(self.latencies) / self.elapsed,
+            latency=Latency.of(self.latencies),
+            server_commits=int(commits),
+            server_batches=int(batches),
+            commits_per_write=commits / batches if batches else None,
+            commits_per_fsync=commits / syncs if syncs else None,
+            cas_retries=int(retries),
+            node_cpu=node_cpu,
+            client_cpu=client_cpu,
+            errors=failures.count - errors_before,
+        )
+
+
 async def create_catalogs(client: Client, names: Sequence[str]) -> None:
     """Create the catalogs (except the bootstrap one) and a namespace in each."""
     gate = asyncio.Semaphore(8)
@@ -121,38 +177,10 @@ async def run_writes(
                 (cpu_seconds() - cpu_before[1]) / elapsed,
             )
             after = await client.metrics()
-            commits = after["metastore_commits_total"] - before["metastore_commits_total"]
-            batches = (
-                after["metastore_commit_batches_total"] - before["metastore_commit_batches_total"]
-            )
-            syncs = after.get("metastore_wal_syncs_total", 0.0) - before.get(
-                "metastore_wal_syncs_total", 0.0
-            )
-            if int(commits) != len(latencies):
-                failures.add(
-                    f"{name}: server counted {commits:.0f} commits, client {len(latencies)}"
-                )
+            grown = {c: after.get(c, 0.0) - before.get(c, 0.0) for c in COUNTERS}
+            measured = Measured(name, fsync, len(catalogs), latencies, elapsed, grown)
             results.append(
-                ThroughputResult(
-                    scenario=name,
-                    fsync=fsync,
-                    catalogs=len(catalogs),
-                    concurrency=args.concurrency,
-                    seconds=round(elapsed, 3),
-                    commits=len(latencies),
-                    commits_per_s=len(latencies) / elapsed,
-                    latency=Latency.of(latencies),
-                    server_commits=int(commits),
-                    server_batches=int(batches),
-                    commits_per_write=commits / batches if batches else None,
-                    commits_per_fsync=commits / syncs if syncs else None,
-                    cas_retries=int(
-                        after["metastore_cas_retries_total"] - before["metastore_cas_retries_total"]
-                    ),
-                    node_cpu=cpu_node,
-                    client_cpu=cpu_client,
-                    errors=failures.count - errors_before,
-                )
+                measured.result(args, failures, "server", cpu_node, cpu_client, errors_before)
             )
     return results
 

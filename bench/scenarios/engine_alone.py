@@ -29,9 +29,15 @@ from pathlib import Path
 
 from aiohttp import web
 
-from bench.load import Failures, Latency, Progress, closed_loop
+from bench.load import Failures, Progress, closed_loop
 from bench.report import ms, pct, ratio, table
-from bench.scenarios.embedded_writes import HOT_CATALOG, NAMESPACE, ThroughputResult
+from bench.scenarios.embedded_writes import (
+    COUNTERS,
+    HOT_CATALOG,
+    NAMESPACE,
+    Measured,
+    ThroughputResult,
+)
 from bench.summary import Figure, Row
 from harness.process import cpu_seconds
 from metastore.api import heap
@@ -48,12 +54,6 @@ SCENARIO = "engine alone"
 TENANT = "default"  # the node's bootstrap tenant and catalog (ServerConfig's defaults)
 OPERATION = "create table"  # as the native create route names it
 PRINCIPAL = ANONYMOUS_PRINCIPAL.id  # the caller of a node with authentication off
-COUNTERS = (
-    "metastore_commits_total",
-    "metastore_commit_batches_total",
-    "metastore_wal_syncs_total",
-    "metastore_cas_retries_total",
-)
 
 
 def _counter(app: web.Application, name: str) -> float:
@@ -110,28 +110,10 @@ async def _load(
         latencies, elapsed = await closed_loop(
             send, args.concurrency, args.seconds, next_index, progress
         )
-    cpu = (cpu_seconds() - cpu_before) / elapsed
-    commits, batches, syncs, retries = (_counter(app, c) - before[c] for c in COUNTERS)
-    if int(commits) != len(latencies):
-        failures.add(f"{scenario}: engine counted {commits:.0f} commits, clients {len(latencies)}")
-    return ThroughputResult(
-        scenario=scenario,
-        fsync=fsync,
-        catalogs=len(catalogs),
-        concurrency=args.concurrency,
-        seconds=round(elapsed, 3),
-        commits=len(latencies),
-        commits_per_s=len(latencies) / elapsed,
-        latency=Latency.of(latencies),
-        server_commits=int(commits),
-        server_batches=int(batches),
-        commits_per_write=commits / batches if batches else None,
-        commits_per_fsync=commits / syncs if syncs else None,
-        cas_retries=int(retries),
-        node_cpu=cpu,  # the engine and its callers share this process
-        client_cpu=0.0,
-        errors=failures.count - errors_before,
-    )
+    cpu = (cpu_seconds() - cpu_before) / elapsed  # the engine and its callers share it
+    grown = {c: _counter(app, c) - before[c] for c in COUNTERS}
+    measured = Measured(scenario, fsync, len(catalogs), latencies, elapsed, grown)
+    return measured.result(args, failures, "engine", cpu, 0.0, errors_before)
 
 
 async def _measure(
