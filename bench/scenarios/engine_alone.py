@@ -121,7 +121,11 @@ async def _measure(
 ) -> list[ThroughputResult]:
     app = create_app(ServerConfig.load({"data_dir": data_dir, "fsync": fsync}, env={}))
     runner = web.AppRunner(app, handle_signals=False)
-    await runner.setup()  # the node's startup, without a site: nothing listens
+    try:
+        await runner.setup()  # the node's startup, without a site: nothing listens
+    except BaseException:
+        await runner.cleanup()  # what the startup opened before it failed
+        raise
     # the collector and the switch interval, set as a serving node sets them
     heap.settle_after_startup()
     heap.freeze_survivors()
