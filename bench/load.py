@@ -192,15 +192,21 @@ class Client:
 
     async def metrics(self) -> dict[str, float]:
         _, text = await self.request("GET", self.base + "/metrics")
-        values: dict[str, float] = {}
-        for line in str(text or "").splitlines():
-            if line and not line.startswith("#"):
-                name, _, value = line.partition(" ")
-                values[name] = float(value)
-        return values
+        return metric_values(str(text or ""))
 
     def catalog(self, name: str) -> str:
         return f"{self.api}/catalogs/{name}"
+
+
+def metric_values(text: str) -> dict[str, float]:
+    """Each series of a Prometheus text exposition (its name and labels as written) and
+    its value."""
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            series, _, value = line.rpartition(" ")
+            values[series] = float(value)
+    return values
 
 
 def new_session(concurrency: int) -> aiohttp.ClientSession:

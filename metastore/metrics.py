@@ -5,7 +5,10 @@ those say how much happened. These say how long it took and how big it was, per
 observation: HTTP requests by route template (never the raw path, so the number of
 series stays bounded by the route table), commits and their group size, the durable
 write under every group, forwarded writes, the owners' Kafka transactions and the
-pipeline jobs' task runs. The view's lag is read when ``/metrics`` is asked.
+pipeline jobs' task runs, and the garbage collector's pauses
+(``metastore.collector_pauses``). The view's lag is read when ``/metrics`` is asked,
+as are the process's CPU seconds, memory and open files (``process_*``, as any
+Prometheus client exposes them).
 
 One ``NodeMetrics`` per app, on its own registry (never prometheus_client's global
 one: two nodes in one process, as in the tests, keep their own numbers). An
@@ -18,9 +21,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Histogram, ProcessCollector, generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from metastore.collector_pauses import CollectorPauses
 
 # seconds: from a cached read (well under a millisecond) to a forward that times out
 LATENCY_BUCKETS = (
@@ -113,6 +118,9 @@ class NodeMetrics:
             registry=self.registry,
             buckets=JOB_BUCKETS,
         )
+        self.collector_pauses = CollectorPauses()  # counts once the app installs it
+        self.registry.register(self.collector_pauses)
+        ProcessCollector(registry=self.registry)
 
     def watch_view(self, lag: ViewLag) -> None:
         """Cluster mode: expose the view's lag, read from ``lag`` at every scrape."""

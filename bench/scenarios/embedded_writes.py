@@ -3,7 +3,8 @@
 ``concurrency`` clients in a closed loop, first all in ONE catalog (the hot catalog:
 group commit shares its durable writes), then round-robin over ``catalogs`` catalogs.
 The node's counters before and after give the server's commits, its durable writes
-(batches) and its CAS retries; node and client CPU come from /proc.
+(batches), its CAS retries and the garbage collector's pauses (their share of the
+node's CPU); node and client CPU come from /proc.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +43,8 @@ class ThroughputResult:
     node_cpu: float  # CPU seconds per wall second (1.0 = one core busy)
     client_cpu: float
     errors: int
+    # the collector's pauses over the node's CPU time (every thread waits for one)
+    collector_share: float | None = None
 
 
 COUNTERS = (  # the node's counters a load's result reads, before and after it
@@ -50,6 +53,13 @@ COUNTERS = (  # the node's counters a load's result reads, before and after it
     "metastore_wal_syncs_total",  # none without fsync
     "metastore_cas_retries_total",
 )
+COLLECTOR = "metastore_gc_pause_seconds_sum"  # one series per generation
+
+
+def collector_seconds(values: Mapping[str, float]) -> float:
+    """The seconds the collector has paused the node, every generation, from the
+    values of ``/metrics`` by series (``Client.metrics``)."""
+    return sum(v for series, v in values.items() if series.split("{", 1)[0] == COLLECTOR)
 
 
 @dataclass
@@ -62,6 +72,7 @@ class Measured:
     latencies: list[float]
     elapsed: float
     grown: dict[str, float]  # by counter name (``COUNTERS``)
+    collector_s: float  # the collector's pauses meanwhile
 
     def result(
         self,
@@ -97,6 +108,7 @@ class Measured:
             node_cpu=node_cpu,
             client_cpu=client_cpu,
             errors=failures.count - errors_before,
+            collector_share=self.collector_s / (node_cpu * self.elapsed) if node_cpu else None,
         )
 
 
@@ -178,7 +190,8 @@ async def run_writes(
             )
             after = await client.metrics()
             grown = {c: after.get(c, 0.0) - before.get(c, 0.0) for c in COUNTERS}
-            measured = Measured(name, fsync, len(catalogs), latencies, elapsed, grown)
+            collector = collector_seconds(after) - collector_seconds(before)
+            measured = Measured(name, fsync, len(catalogs), latencies, elapsed, grown, collector)
             results.append(
                 measured.result(args, failures, "server", cpu_node, cpu_client, errors_before)
             )
@@ -220,6 +233,7 @@ def section(results: Sequence[ThroughputResult]) -> list[str]:
             "-" if r.commits_per_write is None else f"{r.commits_per_write:.1f}",
             "-" if r.commits_per_fsync is None else f"{r.commits_per_fsync:.1f}",
             pct(r.node_cpu),
+            "-" if r.collector_share is None else pct(r.collector_share),
             pct(r.client_cpu),
             str(r.errors),
         ]
@@ -228,13 +242,14 @@ def section(results: Sequence[ThroughputResult]) -> list[str]:
     headers = [
         "scenario", "fsync", "conc", "commits", "commits/s",
         "p50 ms", "p99 ms", "p99.9 ms", "commits/write", "commits/fsync", "node cpu",
-        "bench cpu", "errors",
+        "of it gc", "bench cpu", "errors",
     ]  # fmt: skip
     return [
         "",
         "Write throughput (each commit creates one table; commits/write = server's "
         "commits / catalog batches (one compare-and-swap each; the batches of several "
         "catalogs share one RocksDB write); commits/fsync = server's commits / "
-        "WAL fsyncs (batches of any catalogs share one); cpu 100% = one core)",
+        "WAL fsyncs (batches of any catalogs share one); cpu 100% = one core; of it gc = "
+        "the garbage collector's pauses over the node's CPU time)",
         table(headers, rows),
     ]

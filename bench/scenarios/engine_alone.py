@@ -43,7 +43,7 @@ from harness.process import cpu_seconds
 from metastore.api import heap
 from metastore.api.app import create_app
 from metastore.api.server import SWITCH_INTERVAL_S
-from metastore.api.typedefs import METASTORE, STATS
+from metastore.api.typedefs import METASTORE, METRICS, STATS
 from metastore.changes import CreateEntity
 from metastore.config import ServerConfig
 from metastore.errors import MetastoreError
@@ -105,6 +105,7 @@ async def _load(
     next_index = [0] * args.concurrency
     await closed_loop(send, args.concurrency, args.warmup, next_index, None)
     before = {c: _counter(app, c) for c in COUNTERS}
+    collector_before = _collector_seconds(app)
     cpu_before = cpu_seconds()
     with Progress(f"{scenario} / {'fsync' if fsync else 'no-fsync'}") as progress:
         latencies, elapsed = await closed_loop(
@@ -112,8 +113,14 @@ async def _load(
         )
     cpu = (cpu_seconds() - cpu_before) / elapsed  # the engine and its callers share it
     grown = {c: _counter(app, c) - before[c] for c in COUNTERS}
-    measured = Measured(scenario, fsync, len(catalogs), latencies, elapsed, grown)
+    collector = _collector_seconds(app) - collector_before
+    measured = Measured(scenario, fsync, len(catalogs), latencies, elapsed, grown, collector)
     return measured.result(args, failures, "engine", cpu, 0.0, errors_before)
+
+
+def _collector_seconds(app: web.Application) -> float:
+    """The collector's pauses in this process so far (the engine's and its callers')."""
+    return sum(seconds for _, seconds in app[METRICS].collector_pauses.totals())
 
 
 async def _measure(
@@ -186,6 +193,7 @@ def section(
                 ms(r.latency.p99),
                 "-" if r.commits_per_write is None else f"{r.commits_per_write:.1f}",
                 pct(r.node_cpu),
+                "-" if r.collector_share is None else pct(r.collector_share),
                 ms(_cpu_ms(r)),
                 "-" if node is None else ms(_cpu_ms(node)),
                 ms(front),
@@ -194,13 +202,14 @@ def section(
         )
     headers = [
         "load", "fsync", "commits/s", "of ceiling", "p50 ms", "p99 ms", "commits/write",
-        "cpu", "engine cpu ms", "node cpu ms", "front end ms", "errors",
+        "cpu", "of it gc", "engine cpu ms", "node cpu ms", "front end ms", "errors",
     ]  # fmt: skip
     return [
         "",
         "The commit engine alone (the node's engine in this process, no HTTP; the same "
         "commits and clients): the most one writer core commits; front end = the node's "
-        "CPU per answer minus the engine's per commit",
+        "CPU per answer minus the engine's per commit; of it gc = the garbage collector's "
+        "pauses over this process's CPU time",
         table(headers, rows),
     ]
 

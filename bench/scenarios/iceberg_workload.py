@@ -12,9 +12,10 @@ Measured, after ``warm_up`` (not measured):
 
 For this service's node, create_table and the commit step also show where their
 time goes on the node, from its own ``/metrics`` (``NodeTimes``): the mean time of
-the HTTP request, of the commit in it (queued in its lane until its outcome) and of
-the durable write (the WAL fsync) per operation. The rest of a client's latency is
-the client itself and the loopback round trip.
+the HTTP request, of the commit in it (queued in its lane until its outcome), of
+the durable write (the WAL fsync) and of the garbage collector's pauses per
+operation. The rest of a client's latency is the client itself and the loopback
+round trip.
 
 Each phase runs on every backend before the next phase starts (``interleave``), so a
 ratio compares figures taken seconds apart, not minutes. Results are one flat dict per
@@ -56,6 +57,15 @@ LIST_TABLES = 200
 HISTORY_POINTS = (1, 100, 1000)
 HISTORY_BATCH = 100
 
+# what ``NodeTimes`` reads: each histogram's sum and count over all its label sets
+NODE_HISTOGRAMS = {
+    "request": "metastore_http_request_duration_seconds",
+    "commit": "metastore_commit_duration_seconds",
+    "durable write": "metastore_durable_write_duration_seconds",
+    "collector": "metastore_gc_pause_seconds",  # every generation's pauses
+}
+NODE_PARTS = tuple(NODE_HISTOGRAMS)
+
 # (label, result key, format) of each summary row
 ROWS = [
     ("create_table/s", "create_table_per_s", "{:.0f}"),
@@ -70,7 +80,7 @@ ROWS = [
     *[
         (f"{op} node {part} ms", f"{key}_node_{part.replace(' ', '_')}_ms", "{:.2f}")
         for op, key in (("create_table", "create_table"), ("commit step", "commit_step"))
-        for part in ("request", "commit", "durable write")
+        for part in NODE_PARTS
     ],
     ("load_table/s", "load_table_per_s", "{:.0f}"),
     ("list_tables (200) p50 ms", "list_200_tables_p50_ms", "{:.2f}"),
@@ -101,14 +111,6 @@ class Cpu:
         self.ms = ((client - self._started[0]) * per, (server - self._started[1]) * per)
 
 
-# what ``NodeTimes`` reads: each histogram's sum and count over all its label sets
-NODE_HISTOGRAMS = {
-    "request": "metastore_http_request_duration_seconds",
-    "commit": "metastore_commit_duration_seconds",
-    "durable write": "metastore_durable_write_duration_seconds",
-}
-
-
 def histogram_totals(text: str) -> dict[str, tuple[float, float]]:
     """``(sum, count)`` of each of ``NODE_HISTOGRAMS`` in a Prometheus text exposition,
     added over every label set."""
@@ -129,8 +131,9 @@ def histogram_totals(text: str) -> dict[str, tuple[float, float]]:
 class NodeTimes:
     """Mean node time per operation over a ``with`` block of ``count`` operations, in
     ms, from the node's ``/metrics`` read before and after: its HTTP requests, the
-    commits in them and their durable writes. An operation that makes no commit (or
-    shares a durable write) shows less than one of each; the means are per operation."""
+    commits in them, their durable writes and the collector's pauses meanwhile. An
+    operation that makes no commit (or shares a durable write) shows less than one of
+    each; the means are per operation."""
 
     def __init__(self, url: str, count: int) -> None:
         self._url = url.rstrip("/") + "/metrics"

@@ -59,6 +59,7 @@ def cleanup_contexts(config: ServerConfig) -> list[contexts.Context]:
     """The node's resources in startup order; each reads only what those before it set."""
     cluster = config.cluster_mode
     return [
+        contexts.collector_pauses_ctx,
         *([contexts.cluster_ctx] if cluster else []),
         contexts.persistence_ctx,
         contexts.commit_threads_ctx,

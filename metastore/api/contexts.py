@@ -7,10 +7,10 @@ starting closes exactly what it opened. Each context reads what it needs from th
 ``AppKey``s the contexts before it set (``metastore.api.typedefs``) and sets its
 own; none refers to anything created after it.
 
-Startup order (cluster mode adds the two marked): the cluster node (*), the
-persistence, the commit threads, the HTTP client for forwarded writes (*), the
-node-id lease, the commit engine and services, the lease renewals, the bootstrap
-records, then identity, the Iceberg services and the authorizer. Shutdown in
+Startup order (cluster mode adds the two marked): the collector's pause timer, the
+cluster node (*), the persistence, the commit threads, the HTTP client for forwarded
+writes (*), the node-id lease, the commit engine and services, the lease renewals,
+the bootstrap records, then identity, the Iceberg services and the authorizer. Shutdown in
 reverse drains the lanes before the lease is released and releases it before the
 persistence closes.
 """
@@ -89,6 +89,17 @@ def cluster_config(config: ServerConfig) -> ClusterConfig:
         publish_events=config.publish_events,
         kafka_properties=config.kafka_client_properties,
     )
+
+
+async def collector_pauses_ctx(app: web.Application) -> AsyncIterator[None]:
+    """The garbage collector's pauses are timed from the node's first context to its
+    last (``metastore.collector_pauses``), startup's own collections included."""
+    pauses = app[METRICS].collector_pauses
+    pauses.install()
+    try:
+        yield
+    finally:
+        pauses.uninstall()
 
 
 async def cluster_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -118,6 +118,20 @@ async def test_metrics_parse_with_histograms_of_every_kind(api: Api) -> None:
     assert "metastore_view_lag_records" not in families
 
 
+async def test_the_collector_pauses_and_the_process_are_exposed(api: Api) -> None:
+    families = await scrape(api)
+    pauses = "metastore_gc_pause_seconds"
+    assert families[pauses].type == "histogram"
+    generations = {s.labels["generation"] for s in samples(families, pauses, "_count")}
+    assert generations == {"0", "1", "2"}
+    # the node collected everything once it had started, to freeze what startup loaded
+    assert count(families, pauses, generation="2") >= 1
+    full = [s.value for s in samples(families, pauses, "_sum") if s.labels["generation"] == "2"]
+    assert full[0] > 0
+    for process in ("process_cpu_seconds", "process_resident_memory_bytes", "process_open_fds"):
+        assert families[process].samples[0].value > 0, process
+
+
 async def test_a_commit_moves_the_commit_histograms_and_its_route(api: Api) -> None:
     catalog = await api.new_catalog()
     before = await scrape(api)

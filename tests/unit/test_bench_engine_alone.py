@@ -56,6 +56,8 @@ def test_the_engine_alone_makes_each_load_durably(tmp_path: Path) -> None:
         assert result.commits_per_fsync is not None
         assert result.commits_per_fsync >= result.commits_per_write
         assert result.node_cpu > 0
+        # every commit allocates: the young generation ran, and took part of the CPU
+        assert result.collector_share is not None and 0 < result.collector_share < 1
     data_dir = tmp_path / "engine-fsync" / "data"
     hot_tables = _tables(data_dir, HOT_CATALOG)
     # the warm-up's creates are there too, and every name is one a client made

@@ -5,6 +5,7 @@ and the phases run on every backend in turn (``interleave``)."""
 from __future__ import annotations
 
 import argparse
+import gc
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,11 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.catalog.sql import SqlCatalog
 
+from bench.load import metric_values
+from bench.scenarios.embedded_writes import collector_seconds
 from bench.scenarios.iceberg_workload import SCHEMA, histogram_totals, interleave, node_times
 from harness.node import NodeProcess
+from metastore.metrics import NodeMetrics
 
 
 def test_totals_add_every_label_set_and_only_the_named_histograms() -> None:
@@ -29,6 +33,26 @@ def test_totals_add_every_label_set_and_only_the_named_histograms() -> None:
     assert totals["request"][1] == 2 and abs(totals["request"][0] - 0.006) < 1e-9
     assert totals["commit"] == (0.0015, 1.0)
     assert totals["durable write"] == (0.0, 0.0)  # absent: nothing, not someone else's
+    assert totals["collector"] == (0.0, 0.0)
+
+
+def test_the_collector_s_pauses_are_read_over_every_generation() -> None:
+    metrics = NodeMetrics()
+    metrics.collector_pauses.install()
+    gc.disable()  # only these collections
+    try:
+        gc.collect(0)
+        gc.collect(2)
+    finally:
+        gc.enable()
+        metrics.collector_pauses.uninstall()
+    text = metrics.exposition().decode()
+    paused = sum(seconds for _, seconds in metrics.collector_pauses.totals())
+    assert paused > 0
+    read, collections = histogram_totals(text)["collector"]
+    assert read == pytest.approx(paused) and collections == 2.0
+    assert collector_seconds(metric_values(text)) == pytest.approx(paused)
+    assert collector_seconds({"metastore_gc_pause_seconds_count": 2.0}) == 0.0
 
 
 def test_a_node_splits_each_create_into_request_commit_and_durable_write(
@@ -47,6 +71,8 @@ def test_a_node_splits_each_create_into_request_commit_and_durable_write(
     )
     # each create is one request holding one commit holding one fsync'd write
     assert request > commit > write > 0, out
+    # four creates may or may not fill the young generation: a pause, if any, is shorter
+    assert 0 <= out["create_table_node_collector_ms"] < request, out
 
 
 def test_a_catalog_without_a_node_records_nothing(tmp_path: Path) -> None:
