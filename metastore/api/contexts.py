@@ -10,9 +10,9 @@ own; none refers to anything created after it.
 Startup order (cluster mode adds the two marked): the collector's pause timer, the
 cluster node (*), the persistence, the commit threads, the HTTP client for forwarded
 writes (*), the node-id lease, the commit engine and services, the lease renewals,
-the bootstrap records, then identity, the Iceberg services and the authorizer. Shutdown in
-reverse drains the lanes before the lease is released and releases it before the
-persistence closes.
+the bootstrap records, then identity, the Iceberg services and the authorizer.
+Shutdown in reverse drains the lanes before the lease is released and releases it
+before the persistence closes.
 """
 
 from __future__ import annotations
