@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
+from functools import partial
 from urllib.parse import quote
 
 import pyiceberg.io.pyarrow  # noqa: F401 - imported with the node, not by its first write
@@ -34,6 +34,7 @@ from pyiceberg.serializers import FromInputFile
 from pyiceberg.table.metadata import TableMetadata
 
 from metastore.catalog_storage import CatalogStorage
+from metastore.durable_writes import create_file, make_folders, sync_file
 from metastore.errors import BadRequest, NotFound, StorageUnavailable
 from metastore.iceberg.file_ios import FileIOs
 from metastore.locations import check_inside, is_inside, normalize
@@ -51,10 +52,14 @@ def _segment(name: str) -> str:
 
 
 class Warehouse:
-    """Where each catalog's tables and views may lie, and its files (``files``)."""
+    """Where each catalog's tables and views may lie, and its files (``files``).
 
-    def __init__(self, storage: CatalogStorage) -> None:
+    ``sync`` (the node's ``--fsync``): the local folders and metadata files the server
+    makes are durable before a commit names them (``metastore.durable_writes``)."""
+
+    def __init__(self, storage: CatalogStorage, *, sync: bool = True) -> None:
         self.storage = storage
+        self.sync = sync
         self._file_ios = FileIOs()  # shared by every request's ``files``
 
     def catalog_roots(self, tenant: str, catalog: str) -> tuple[str, ...]:
@@ -105,7 +110,7 @@ class Warehouse:
                 continue
             path = normalize(check_inside(folder, roots, what, resolve=True)).local_path()
             try:
-                os.makedirs(path, exist_ok=True)
+                make_folders(path, sync=self.sync)
             except OSError as exc:
                 first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
                 raise StorageUnavailable(f"cannot create {folder}: {first}") from None
@@ -114,7 +119,8 @@ class Warehouse:
     def files(self, tenant: str, catalog: str) -> TableFiles:
         """The catalog's files, through its storage's FileIO properties and secrets."""
         storage = self.storage.of(tenant, catalog)
-        return TableFiles(lambda: self.storage.io_properties(storage), self._file_ios)
+        properties = partial(self.storage.io_properties, storage)
+        return TableFiles(properties, self._file_ios, sync=self.sync)
 
     def new_metadata_location(self, metadata: TableMetadata, previous: str | None) -> str:
         """Where the next metadata.json of a table goes: under ``write.metadata.path`` or
@@ -172,10 +178,15 @@ class TableFiles:
     take effect without a restart)."""
 
     def __init__(
-        self, properties: Callable[[], Mapping[str, str]], shared: FileIOs | None = None
+        self,
+        properties: Callable[[], Mapping[str, str]],
+        shared: FileIOs | None = None,
+        *,
+        sync: bool = True,
     ) -> None:
         self._properties = properties
         self._shared = shared
+        self._sync = sync  # local files: durable before the write returns
 
     def io(self, location: str) -> FileIO:
         may_wait()  # a file or an object store
@@ -194,7 +205,7 @@ class TableFiles:
         data = text.encode()
         local = _local_path(location)
         if local is not None and PY_IO_IMPL not in self._properties():
-            _write_new_local(local, data, location)
+            _write_new_local(local, data, location, self._sync)
             return
         with _unavailable_on_error("write", location):
             stream = self.io(location).new_output(location).create(overwrite=False)
@@ -204,6 +215,15 @@ class TableFiles:
         except BaseException:
             self.delete_quietly(location)
             raise
+
+    def make_durable(self, location: str) -> None:
+        """A file this node wrote through FileIO (a rebased manifest list): with sync and
+        when it is local, its bytes and its name synced before a commit names it (an
+        object store's completed write is durable already)."""
+        local = _local_path(location)
+        if self._sync and local is not None:
+            with _unavailable_on_error("write", location):
+                sync_file(local)
 
     def read_table_metadata(self, location: str) -> TableMetadata:
         """The table metadata in the file at ``location``; 400 for anything else there."""
@@ -247,21 +267,13 @@ def _local_path(location: str) -> str | None:
     return parsed.local_path() if parsed.scheme == "file" and not parsed.authority else None
 
 
-def _write_new_local(path: str, data: bytes, location: str) -> None:
+def _write_new_local(path: str, data: bytes, location: str, sync: bool) -> None:
     """What pyiceberg's local FileIO does for a new file (parent folders made, the file
-    created), as one exclusive create: the file cannot already exist, not even one made
-    by a racing writer between a check and the open, and it costs a tenth of the
-    FileIO's time. A write that fails partway deletes what it wrote."""
+    created), as one exclusive create (``durable_writes.create_file``): the file cannot
+    already exist, and it costs a tenth of the FileIO's time; with ``sync`` it is
+    durable before a commit names it."""
     with _unavailable_on_error("write", location):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-    try:
-        with _unavailable_on_error("write", location), os.fdopen(fd, "wb") as out:
-            out.write(data)
-    except BaseException:
-        with suppress(OSError):
-            os.unlink(path)
-        raise
+        create_file(path, data, sync=sync)
 
 
 @contextmanager

@@ -249,15 +249,20 @@ def rebased_commit(
     io: Callable[[str], FileIO],
     written: list[str],
     lists: ManifestLists,
+    *,
+    durable: Callable[[str], None],
 ) -> tuple[tuple[TableRequirement, ...], tuple[TableUpdate, ...]]:
     """A stale append's requirements and updates rebased on ``base`` (blocking): its
     snapshot on the branch's head, its branch requirement the head. The new manifest
     list's location is added to ``written`` before it is written (the caller deletes
-    what ``written`` names when the commit fails). ``Refused`` if it is no such append."""
+    what ``written`` names when the commit fails), and handed to ``durable`` once it is
+    written, before the commit can name it (``TableFiles.make_durable``). ``Refused`` if
+    it is no such append."""
     planned = plan(requirements, updates, base)
     location = manifest_list_location(planned, base.location)
     written.append(location)
     snapshot = rebase(planned, base, io(location), location, lists)
+    durable(location)
     branch = planned.ref.ref_name
     kept = [r for r in requirements if not (isinstance(r, AssertRefSnapshotId) and r.ref == branch)]
     head = AssertRefSnapshotId.model_validate(

@@ -30,9 +30,12 @@ class Iceberg:
         storage: CatalogStorage,
         codec: Codec,
         load_cache_bytes: int = DEFAULT_BYTES,
+        *,
+        sync: bool = True,
     ) -> Iceberg:
         """Tables and views over the metastore, with files in each catalog's storage;
-        ``load_cache_bytes`` bounds the metadata text kept for loads (``answer_cache``)."""
-        warehouse = Warehouse(storage)
+        ``load_cache_bytes`` bounds the metadata text kept for loads (``answer_cache``);
+        ``sync``: local files are durable before a commit names them (``--fsync``)."""
+        warehouse = Warehouse(storage, sync=sync)
         tables = Tables(metastore, codec, warehouse, load_cache_bytes)
         return cls(tables, Views(metastore, codec, warehouse, tables), warehouse)

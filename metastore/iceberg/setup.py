@@ -38,6 +38,10 @@ async def iceberg_ctx(app: web.Application) -> AsyncIterator[None]:
     app[ICEBERG_SEPARATOR] = app[CONFIG].namespace_separator
     config = app[CONFIG]
     app[ICEBERG] = Iceberg.build(
-        app[METASTORE], app[STORAGE], default_codec(), config.iceberg_load_cache_bytes
+        app[METASTORE],
+        app[STORAGE],
+        default_codec(),
+        config.iceberg_load_cache_bytes,
+        sync=config.fsync,
     )
     yield

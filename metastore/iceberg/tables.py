@@ -578,6 +578,7 @@ class Tables:
                     prepared.io.io,
                     prepared.files,
                     self._manifest_lists,
+                    durable=prepared.io.make_durable,
                 )
             except rebase.Refused as why:
                 raise CommitConflict(f"{conflict.message}; not rebased: {why.message}") from None

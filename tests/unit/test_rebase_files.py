@@ -6,6 +6,7 @@ the rebased commits are committed and scanned by PyIceberg.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from copy import copy
 from pathlib import Path
@@ -86,11 +87,17 @@ def _rebase_and_commit(
     """``sent`` rebased on the table's head and committed; the rebased list's location."""
     table = catalog.load_table("db.t")
     written: list[str] = []
+    durable: list[tuple[str, bool]] = []  # each location handed over, and whether it was there
+
+    def made_durable(location: str) -> None:
+        durable.append((location, os.path.exists(location.removeprefix("file://"))))
+
     requirements, updates = rebased_commit(
-        *sent, table.metadata, lambda _: table.io, written, lists
+        *sent, table.metadata, lambda _: table.io, written, lists, durable=made_durable
     )
     catalog.commit_table(table, requirements, updates)
     assert len(written) == 1
+    assert durable == [(written[0], True)]  # handed over once written, before the commit
     return written[0], catalog.load_table("db.t")
 
 

@@ -1,0 +1,82 @@
+"""Local files and folders that outlast a power loss once a commit names them.
+
+A commit that names a metadata file is durable when the group commit's fsync returns
+(``--fsync``, the default). The file itself lives in a local folder (a ``file://``
+warehouse): written but not synced, it may be empty or missing after a power loss
+while the commit that points at it survives, and then the table cannot be loaded at
+all. So with ``sync`` the file's bytes are synced before the write returns, and so is
+every name a loss could take back: the file's in its folder, and each folder made for
+it in the folder above. Each is one ``fsync`` of a folder or ``fdatasync`` of the file;
+a commit names the file only after the write returned. Object stores need none of
+this: a completed PUT is durable.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import suppress
+
+
+def make_folders(path: str, *, sync: bool) -> None:
+    """``os.makedirs(path, exist_ok=True)``; with ``sync``, each folder it made is then
+    named durably in the folder above it."""
+    made = _missing(path)
+    os.makedirs(path, exist_ok=True)
+    if sync:
+        for folder in {os.path.dirname(m) for m in made}:
+            sync_folder(folder)
+
+
+def create_file(path: str, data: bytes, *, sync: bool) -> None:
+    """A new file at ``path`` holding ``data``, with its folders: one exclusive create,
+    so it never replaces a file, not even one a racing writer made between a check and
+    the open. A write that fails partway deletes what it wrote. With ``sync`` the bytes
+    and the names (``make_folders``) are durable when it returns."""
+    folder = os.path.dirname(path)
+    make_folders(folder, sync=sync)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            if sync:
+                out.flush()
+                os.fdatasync(out.fileno())
+        if sync:
+            sync_folder(folder)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(path)
+        raise
+
+
+def sync_file(path: str) -> None:
+    """A file written by other means (a FileIO's output stream) made durable: its
+    bytes, and its name in its folder."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+    sync_folder(os.path.dirname(path))
+
+
+def sync_folder(path: str) -> None:
+    """The folder's entries (the names in it) made durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _missing(path: str) -> list[str]:
+    """The folders on the way to ``path`` that do not exist yet, ``path`` included."""
+    missing = []
+    current = os.path.abspath(path)
+    while not os.path.isdir(current):
+        missing.append(current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    return missing

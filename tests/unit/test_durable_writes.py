@@ -1,0 +1,145 @@
+"""Local metadata files and their folders are durable before a commit names them
+(``metastore.durable_writes``): the file's bytes, its name in its folder and the name of
+every folder made for it, synced when the node runs with ``--fsync``; nothing synced
+without it. A power loss cannot be staged here, so the syncs themselves are recorded:
+each call still reaches the kernel, and the path it synced is read back from
+``/proc/self/fd``."""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from metastore.api.app import create_app
+from metastore.api.typedefs import ICEBERG
+from metastore.config import ServerConfig
+from metastore.durable_writes import create_file, make_folders
+from metastore.errors import StorageUnavailable
+from metastore.iceberg.files import TableFiles
+
+
+class Syncs:
+    """Every ``fsync`` and ``fdatasync`` of this process: (call, path synced)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[tuple[str, str]] = []
+        for name in ("fsync", "fdatasync"):
+            monkeypatch.setattr(os, name, self._recorded(name, getattr(os, name)))
+
+    def _recorded(self, name: str, real: Callable[[int], None]) -> Callable[[int], None]:
+        def sync(fd: int) -> None:
+            self.calls.append((name, os.readlink(f"/proc/self/fd/{fd}")))
+            real(fd)
+
+        return sync
+
+    def under(self, root: Path) -> set[tuple[str, str]]:
+        return {(name, path) for name, path in self.calls if path.startswith(str(root))}
+
+
+@pytest.fixture
+def syncs(monkeypatch: pytest.MonkeyPatch) -> Syncs:
+    return Syncs(monkeypatch)
+
+
+def test_a_new_file_its_name_and_each_folder_made_for_it_are_synced(
+    tmp_path: Path, syncs: Syncs
+) -> None:
+    (tmp_path / "t").mkdir()
+    path = tmp_path / "t" / "a" / "b" / "00000-x.metadata.json"
+    create_file(str(path), b'{"a":1}', sync=True)
+    assert path.read_bytes() == b'{"a":1}'
+    assert syncs.under(tmp_path) == {
+        ("fdatasync", str(path)),  # the bytes
+        ("fsync", str(tmp_path / "t" / "a" / "b")),  # the file's name
+        ("fsync", str(tmp_path / "t" / "a")),  # the folder b
+        ("fsync", str(tmp_path / "t")),  # the folder a
+    }
+
+
+def test_a_file_in_a_folder_that_exists_syncs_the_file_and_its_name(
+    tmp_path: Path, syncs: Syncs
+) -> None:
+    path = tmp_path / "00001-y.metadata.json"
+    create_file(str(path), b"{}", sync=True)
+    assert syncs.under(tmp_path) == {("fdatasync", str(path)), ("fsync", str(tmp_path))}
+    make_folders(str(tmp_path), sync=True)  # nothing made: nothing to sync
+    assert len(syncs.under(tmp_path)) == 2
+
+
+def test_without_sync_nothing_is_synced(tmp_path: Path, syncs: Syncs) -> None:
+    path = tmp_path / "a" / "b" / "f.json"
+    create_file(str(path), b"{}", sync=False)
+    make_folders(str(tmp_path / "c" / "d"), sync=False)
+    assert path.read_bytes() == b"{}" and (tmp_path / "c" / "d").is_dir()
+    assert syncs.under(tmp_path) == set()
+
+
+def test_a_sync_that_fails_leaves_no_file_and_is_a_503(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", failing)
+    location = (tmp_path / "t" / "metadata" / "00000-a.metadata.json").as_uri()
+    with pytest.raises(StorageUnavailable, match="cannot write"):
+        TableFiles(dict, sync=True).write_text('{"a":1}', location)
+    assert not (tmp_path / "t" / "metadata" / "00000-a.metadata.json").exists()
+    TableFiles(dict, sync=False).write_text('{"a":1}', location)  # no sync: written
+
+
+def test_a_file_written_through_file_io_is_made_durable_when_local(
+    tmp_path: Path, syncs: Syncs
+) -> None:
+    path = tmp_path / "snap-1-rebased.avro"
+    files = TableFiles(dict, sync=True)
+    with files.io(path.as_uri()).new_output(path.as_uri()).create() as out:
+        out.write(b"avro")
+    files.make_durable(path.as_uri())
+    assert syncs.under(tmp_path) == {("fdatasync", str(path)), ("fsync", str(tmp_path))}
+    TableFiles(dict, sync=False).make_durable(path.as_uri())
+    TableFiles(dict, sync=True).make_durable("s3://bucket/t/snap-1.avro")  # a PUT: durable
+    assert len(syncs.calls) == 2
+    with pytest.raises(StorageUnavailable, match="cannot write"):  # gone: nothing to sync
+        files.make_durable((tmp_path / "missing.avro").as_uri())
+
+
+@pytest.fixture(params=[True, False], ids=["fsync", "no-fsync"])
+async def node(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[TestClient[Any, Any]]:
+    config = ServerConfig(data_dir=tmp_path / "data", fsync=request.param)
+    async with TestClient(TestServer(create_app(config))) as client:
+        yield client
+
+
+async def test_a_node_syncs_the_metadata_files_it_writes_as_it_syncs_its_commits(
+    node: TestClient[Any, Any], syncs: Syncs, tmp_path: Path
+) -> None:
+    fsync = node.app[ICEBERG].warehouse.sync
+    schema = {
+        "type": "struct",
+        "fields": [{"id": 1, "name": "id", "type": "long", "required": False}],
+    }
+    for path, body in (
+        ("/v1/default/namespaces", {"namespace": ["ns"]}),
+        ("/v1/default/namespaces/ns/tables", {"name": "t", "schema": schema}),
+    ):
+        async with node.post(path, json=body) as response:
+            assert response.status == 200, await response.text()
+            answer = await response.json()
+    metadata = answer["metadata-location"].removeprefix("file://")
+    synced = syncs.under(tmp_path / "data")
+    if fsync:
+        assert ("fdatasync", metadata) in synced
+        assert ("fsync", os.path.dirname(metadata)) in synced  # its name
+        assert ("fsync", os.path.dirname(os.path.dirname(metadata))) in synced  # metadata/
+    else:
+        assert synced == set()
