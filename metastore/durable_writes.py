@@ -14,17 +14,24 @@ this: a completed PUT is durable.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from contextlib import suppress
 
 
-def make_folders(path: str, *, sync: bool) -> None:
-    """``os.makedirs(path, exist_ok=True)``; with ``sync``, each folder it made is then
-    named durably in the folder above it."""
+def make_folders(path: str, *, sync: bool) -> list[str]:
+    """``os.makedirs(path, exist_ok=True)``; the folders it made. With ``sync``, each is
+    then named durably in the folder above it (``name_durably``)."""
     made = _missing(path)
     os.makedirs(path, exist_ok=True)
     if sync:
-        for folder in {os.path.dirname(m) for m in made}:
-            sync_folder(folder)
+        name_durably(made)
+    return made
+
+
+def name_durably(folders: Iterable[str]) -> None:
+    """The names of ``folders`` made durable: one sync of each folder holding them."""
+    for parent in sorted({os.path.dirname(f) for f in folders}):
+        sync_folder(parent)
 
 
 def create_file(path: str, data: bytes, *, sync: bool) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -34,7 +35,7 @@ from pyiceberg.serializers import FromInputFile
 from pyiceberg.table.metadata import TableMetadata
 
 from metastore.catalog_storage import CatalogStorage
-from metastore.durable_writes import create_file, make_folders, sync_file
+from metastore.durable_writes import create_file, make_folders, name_durably, sync_file
 from metastore.errors import BadRequest, NotFound, StorageUnavailable
 from metastore.iceberg.file_ios import FileIOs
 from metastore.locations import check_inside, is_inside, normalize
@@ -105,16 +106,22 @@ class Warehouse:
         Blocking: call it off the event loop.
         """
         roots = self.catalog_roots(tenant, catalog)
+        made: list[str] = []
         for what, folder in _table_folders(metadata):
             if normalize(folder, what).scheme != "file":
                 continue
             path = normalize(check_inside(folder, roots, what, resolve=True)).local_path()
             try:
-                make_folders(path, sync=self.sync)
+                made += make_folders(path, sync=False)
             except OSError as exc:
-                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
-                raise StorageUnavailable(f"cannot create {folder}: {first}") from None
+                raise StorageUnavailable(f"cannot create {folder}: {_first_line(exc)}") from None
             check_inside(folder, roots, what, resolve=True)
+        if self.sync and made:
+            try:
+                name_durably(made)  # once for both: they share the table's folder
+            except OSError as exc:
+                where = os.path.dirname(made[0])
+                raise StorageUnavailable(f"cannot sync {where}: {_first_line(exc)}") from None
 
     def files(self, tenant: str, catalog: str) -> TableFiles:
         """The catalog's files, through its storage's FileIO properties and secrets."""
@@ -140,6 +147,10 @@ class Warehouse:
     def new_view_metadata_location(self, location: str, previous: str | None) -> str:
         version = metadata_version(previous) + 1 if previous else 0
         return f"{location.rstrip('/')}/metadata/{version:05d}-{uuid.uuid4()}.metadata.json"
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
 
 
 def _table_folders(metadata: TableMetadata) -> list[tuple[str, str]]:

@@ -128,18 +128,27 @@ async def test_a_node_syncs_the_metadata_files_it_writes_as_it_syncs_its_commits
         "type": "struct",
         "fields": [{"id": 1, "name": "id", "type": "long", "required": False}],
     }
-    for path, body in (
-        ("/v1/default/namespaces", {"namespace": ["ns"]}),
-        ("/v1/default/namespaces/ns/tables", {"name": "t", "schema": schema}),
-    ):
+
+    async def post(path: str, body: dict[str, Any]) -> Any:
         async with node.post(path, json=body) as response:
             assert response.status == 200, await response.text()
-            answer = await response.json()
+            return await response.json()
+
+    await post("/v1/default/namespaces", {"namespace": ["ns"]})
+    await post("/v1/default/namespaces/ns/tables", {"name": "t", "schema": schema})
+    before = len(syncs.calls)  # the first create also made the catalog's folders
+    answer = await post("/v1/default/namespaces/ns/tables", {"name": "u", "schema": schema})
     metadata = answer["metadata-location"].removeprefix("file://")
-    synced = syncs.under(tmp_path / "data")
-    if fsync:
-        assert ("fdatasync", metadata) in synced
-        assert ("fsync", os.path.dirname(metadata)) in synced  # its name
-        assert ("fsync", os.path.dirname(os.path.dirname(metadata))) in synced  # metadata/
+    table = os.path.dirname(os.path.dirname(metadata))
+    made = [call for call in syncs.calls[before:] if call[1].startswith(str(tmp_path))]
+    if fsync:  # each once: the bytes, the file's name, metadata/ and data/, the table's
+        assert sorted(made) == sorted(
+            [
+                ("fdatasync", metadata),
+                ("fsync", os.path.dirname(metadata)),
+                ("fsync", table),
+                ("fsync", os.path.dirname(table)),
+            ]
+        )
     else:
-        assert synced == set()
+        assert syncs.under(tmp_path) == set()
