@@ -47,7 +47,7 @@ def create_file(path: str, data: bytes, *, sync: bool) -> None:
             out.write(data)
             if sync:
                 out.flush()
-                os.fdatasync(out.fileno())
+                _sync_data(out.fileno())
         if sync:
             sync_folder(folder)
     except BaseException:
@@ -61,7 +61,7 @@ def sync_file(path: str) -> None:
     bytes, and its name in its folder."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        os.fdatasync(fd)
+        _sync_data(fd)
     finally:
         os.close(fd)
     sync_folder(os.path.dirname(path))
@@ -74,6 +74,15 @@ def sync_folder(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _sync_data(fd: int) -> None:
+    """A file's bytes (and the size that finds them) synced: ``fdatasync`` where the
+    system has it, ``fsync`` elsewhere (macOS has no ``fdatasync``)."""
+    if hasattr(os, "fdatasync"):
+        os.fdatasync(fd)
+    else:
+        os.fsync(fd)
 
 
 def _missing(path: str) -> list[str]:

@@ -73,6 +73,15 @@ def test_a_file_in_a_folder_that_exists_syncs_the_file_and_its_name(
     assert len(syncs.under(tmp_path)) == 2
 
 
+def test_without_fdatasync_the_bytes_are_synced_with_fsync(
+    tmp_path: Path, syncs: Syncs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delattr(os, "fdatasync")  # as on macOS
+    path = tmp_path / "f.json"
+    create_file(str(path), b"{}", sync=True)
+    assert syncs.under(tmp_path) == {("fsync", str(path)), ("fsync", str(tmp_path))}
+
+
 def test_without_sync_nothing_is_synced(tmp_path: Path, syncs: Syncs) -> None:
     path = tmp_path / "a" / "b" / "f.json"
     create_file(str(path), b"{}", sync=False)
