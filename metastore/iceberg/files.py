@@ -150,6 +150,7 @@ class Warehouse:
 
 
 def _first_line(exc: BaseException) -> str:
+    """An error's first line for an answer (at most 500 characters; its type if empty)."""
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
 
 
@@ -246,7 +247,7 @@ class TableFiles:
         except (ValueError, LookupError, TypeError, OSError, IcebergValidationError) as exc:
             # pyiceberg's parser raises all of these on JSON that is not table metadata
             # (a view's metadata file fails with a KeyError on "schema")
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
+            first = _first_line(exc)
             raise BadRequest(f"{location} is not a table metadata file: {first}") from None
 
     def read_bytes(self, location: str) -> bytes:
@@ -300,7 +301,7 @@ def _unavailable_on_error(action: str, location: str) -> Iterator[None]:
             raise
         raise StorageUnavailable(f"cannot {action} {location}: no such directory") from None
     except OSError as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
+        first = _first_line(exc)
         raise StorageUnavailable(
             f"cannot {action} {location}: {type(exc).__name__}: {first}"
         ) from None
