@@ -89,7 +89,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.tables = 20 if quick else 400
     args.commits = 20 if quick else 300
     args.loads = 50 if quick else 1500
-    args.lists = 5 if quick else 50
+    args.lists = 5 if quick else 200
+    # the timed phases in rounds, the backends taking turns (``iceberg_workload``)
+    args.rounds = 2 if quick else 4
     args.history_commits = 3 if quick else 20
     args.max_snapshots = 100 if quick else 1000
     if args.append_seconds is None:

@@ -66,6 +66,9 @@ ROWS = [
     ("snapshot chain valid (1 = yes)", "chain_ok", "{:.0f}"),
     ("client CPU ms / append", "client_cpu_ms", "{:.1f}"),
     ("server CPU ms / append", "server_cpu_ms", "{:.1f}"),
+    # the appender threads' process: its CPU over the run's time. The threads share one
+    # interpreter (Arrow's work aside), so near one core they, not the catalog, set the rate
+    ("client process, cores busy", "client_cores", "{:.2f}"),
 ]
 
 
@@ -204,6 +207,7 @@ def appenders(
     }
     if not processes:
         result["client_cpu_ms"] = client_cpu * 1000 / appends
+        result["client_cores"] = client_cpu / elapsed
     if server_used is not None:
         result["server_cpu_ms"] = server_used * 1000 / appends
     cpu = "".join(

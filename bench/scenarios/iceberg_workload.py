@@ -18,8 +18,12 @@ operation. The rest of a client's latency is the client itself and the loopback
 round trip.
 
 Each phase runs on every backend before the next phase starts (``interleave``), so a
-ratio compares figures taken seconds apart, not minutes. Results are one flat dict per
-backend (the keys of ``ROWS``), as the JSON file keeps them.
+ratio compares figures taken seconds apart, not minutes. The timed phases (1-4) go
+further: each is cut into ``args.rounds`` rounds, and the backends take turns round by
+round, so a hiccup of the machine lasting a fraction of a second (a list of 200 tables
+takes 2 ms: one backend's 50 lists once fit in 0.1 s) falls on every backend's samples
+alike instead of on one backend's whole phase. A figure is over all of a phase's rounds.
+Results are one flat dict per backend (the keys of ``ROWS``), as the JSON file keeps them.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
+from itertools import pairwise
 from typing import Any
 
 from pyiceberg.catalog import Catalog
@@ -92,13 +97,15 @@ ROWS = [
 
 
 class Cpu:
-    """CPU per operation over a ``with`` block of ``count`` operations, in ms: this
+    """CPU per operation over ``with`` blocks of ``count`` operations in all, in ms: this
     process's (the client, or all of an in-process catalog) and its running child
-    processes' (the node of the ``metastore`` backend; none for ``SqlCatalog``)."""
+    processes' (the node of the ``metastore`` backend; none for ``SqlCatalog``). A phase
+    measured in rounds enters it once per round; the rounds add up."""
 
     def __init__(self, count: int) -> None:
         self._count = count
         self.ms = (0.0, 0.0)
+        self._used = (0.0, 0.0)
         self._started = (0.0, 0.0)
 
     def __enter__(self) -> Cpu:
@@ -107,8 +114,12 @@ class Cpu:
 
     def __exit__(self, *_: object) -> None:
         client, server = time.process_time(), children_cpu()
+        self._used = (
+            self._used[0] + client - self._started[0],
+            self._used[1] + server - self._started[1],
+        )
         per = 1000 / max(self._count, 1)
-        self.ms = ((client - self._started[0]) * per, (server - self._started[1]) * per)
+        self.ms = (self._used[0] * per, self._used[1] * per)
 
 
 def histogram_totals(text: str) -> dict[str, tuple[float, float]]:
@@ -129,16 +140,18 @@ def histogram_totals(text: str) -> dict[str, tuple[float, float]]:
 
 
 class NodeTimes:
-    """Mean node time per operation over a ``with`` block of ``count`` operations, in
-    ms, from the node's ``/metrics`` read before and after: its HTTP requests, the
-    commits in them, their durable writes and the collector's pauses meanwhile. An
-    operation that makes no commit (or shares a durable write) shows less than one of
-    each; the means are per operation."""
+    """Mean node time per operation over ``with`` blocks of ``count`` operations in all,
+    in ms, from the node's ``/metrics`` read before and after each block: its HTTP
+    requests, the commits in them, their durable writes and the collector's pauses
+    meanwhile. An operation that makes no commit (or shares a durable write) shows less
+    than one of each; the means are per operation. Like ``Cpu``, the blocks of a phase
+    measured in rounds add up."""
 
     def __init__(self, url: str, count: int) -> None:
         self._url = url.rstrip("/") + "/metrics"
         self._count = count
         self._before: dict[str, tuple[float, float]] = {}
+        self._seconds: dict[str, float] = {}
         self.ms: dict[str, float] = {}
 
     def _read(self) -> dict[str, tuple[float, float]]:
@@ -151,8 +164,11 @@ class NodeTimes:
 
     def __exit__(self, *_: object) -> None:
         after = self._read()
+        for part, (total, _observed) in after.items():
+            spent = total - self._before[part][0]
+            self._seconds[part] = self._seconds.get(part, 0.0) + spent
         per = 1000 / max(self._count, 1)
-        self.ms = {part: (after[part][0] - self._before[part][0]) * per for part in after}
+        self.ms = {part: spent * per for part, spent in self._seconds.items()}
 
     def into(self, out: dict[str, float], key: str) -> None:
         for part, value in self.ms.items():
@@ -185,14 +201,29 @@ def timed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
-def repeat(label: str, times: int, fn: Callable[[int], Any]) -> list[float]:
-    """Seconds of each of ``times`` calls ``fn(i)``, with progress lines."""
+def repeat(label: str, times: int | range, fn: Callable[[int], Any]) -> list[float]:
+    """Seconds of each call ``fn(i)``, for ``i`` in ``times`` (a count: ``range(times)``),
+    with progress lines."""
+    indexes = range(times) if isinstance(times, int) else times
     seconds: list[float] = []
-    with Progress(label, total=times) as progress:
-        for i in range(times):
+    with Progress(label, total=len(indexes)) as progress:
+        for i in indexes:
             seconds.append(timed(partial(fn, i)))
             progress.done += 1
     return seconds
+
+
+def in_rounds(count: int, rounds: int) -> list[range]:
+    """``range(count)`` cut into ``rounds`` consecutive pieces as even as can be (fewer
+    when ``count`` is smaller): one per round of a phase."""
+    rounds = max(1, min(rounds, count))
+    cuts = [count * k // rounds for k in range(rounds + 1)]
+    return [range(start, end) for start, end in pairwise(cuts)]
+
+
+def labelled(label: str, k: int, pieces: list[range]) -> str:
+    """A round's progress label: ``label`` alone for a phase of one round."""
+    return label if len(pieces) == 1 else f"{label} {k + 1}/{len(pieces)}"
 
 
 def add_snapshots(catalog: Catalog, table: Table, count: int) -> Table:
@@ -235,8 +266,9 @@ def phases(
     name: str, catalog: Catalog, args: argparse.Namespace, out: dict[str, float]
 ) -> Iterator[str]:
     """The workload on ``catalog``, its figures put in ``out``; yields the name of each
-    phase once it is measured, so that ``interleave`` can run each phase on every
-    backend before the next one (this machine's speed drifts over minutes)."""
+    phase once it is measured (a timed phase: once per round), so that ``interleave``
+    can run each phase (round) on every backend before the next one (this machine's
+    speed drifts over minutes, and hiccups for fractions of a second)."""
     catalog.create_namespace(("bench",))
     catalog.create_namespace(("listing",))
     rest = isinstance(catalog, RestCatalog)
@@ -247,46 +279,70 @@ def phases(
         if rest:  # the node is this process's child; SqlCatalog's work is all the client's
             out[f"{key}_server_cpu_ms"] = cpu.ms[1]
 
-    with Cpu(args.tables) as cpu, node_times(catalog, args.tables) as node:
-        times = repeat(
-            f"{name}: create_table",
-            args.tables,
-            lambda i: catalog.create_table(("bench", f"t{i}"), SCHEMA),
-        )
+    cpu, node = Cpu(args.tables), node_times(catalog, args.tables)
+    times = []
+    pieces = in_rounds(args.tables, args.rounds)
+    for k, piece in enumerate(pieces):
+        with cpu, node:
+            times += repeat(
+                labelled(f"{name}: create_table", k, pieces),
+                piece,
+                lambda i: catalog.create_table(("bench", f"t{i}"), SCHEMA),
+            )
+        yield "create_table"
     out["create_table_per_s"] = len(times) / sum(times)
     out["create_table_mean_ms"] = sum(times) / len(times) * 1000
     node.into(out, "create_table")
     cpu_into(cpu, "create_table")
-    yield "create_table"
 
     table = catalog.load_table(("bench", "t0"))
 
     def set_property(i: int) -> None:
         catalog.commit_table(table, (), (SetPropertiesUpdate(updates={"round": str(i)}),))
 
-    with Cpu(args.commits) as cpu, node_times(catalog, args.commits) as node:
-        latency = Latency.of(repeat(f"{name}: commit step", args.commits, set_property))
+    cpu, node = Cpu(args.commits), node_times(catalog, args.commits)
+    times = []
+    pieces = in_rounds(args.commits, args.rounds)
+    for k, piece in enumerate(pieces):
+        with cpu, node:
+            times += repeat(labelled(f"{name}: commit step", k, pieces), piece, set_property)
+        yield "commit step"
+    latency = Latency.of(times)
     node.into(out, "commit_step")
     cpu_into(cpu, "commit_step")
     out["commit_step_p50_ms"] = latency.p50
     out["commit_step_mean_ms"] = latency.mean
     out["commit_step_p99_ms"] = latency.p99
-    yield "commit step"
 
     add_snapshots(catalog, catalog.load_table(("bench", "t1")), 5)
-    times = repeat(f"{name}: load_table", args.loads, lambda _: catalog.load_table(("bench", "t1")))
+    times = []
+    pieces = in_rounds(args.loads, args.rounds)
+    for k, piece in enumerate(pieces):
+        times += repeat(
+            labelled(f"{name}: load_table", k, pieces),
+            piece,
+            lambda _: catalog.load_table(("bench", "t1")),
+        )
+        yield "load_table"
     out["load_table_per_s"] = len(times) / sum(times)
-    yield "load_table"
 
     repeat(
         f"{name}: tables for listing",
         LIST_TABLES,
         lambda i: catalog.create_table(("listing", f"l{i:03d}"), SCHEMA),
     )
-    times = [timed(lambda: catalog.list_tables(("listing",))) for _ in range(args.lists)]
+    yield "tables for listing"
+    times = []
+    pieces = in_rounds(args.lists, args.rounds)
+    for k, piece in enumerate(pieces):
+        times += repeat(
+            labelled(f"{name}: list_tables", k, pieces),
+            piece,
+            lambda _: catalog.list_tables(("listing",)),
+        )
+        yield "list_tables"
     assert len(catalog.list_tables(("listing",))) == LIST_TABLES
     out["list_200_tables_p50_ms"] = Latency.of(times).p50
-    yield "list_tables"
 
     table = catalog.load_table(("bench", "t2"))
     have = 0

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
-from bench.scenarios.iceberg_appenders import chain_valid, summary_rows
+from bench.scenarios.iceberg_appenders import appenders, chain_valid, summary_rows
 from bench.scenarios.iceberg_workload import SCHEMA
 from bench.summary import at_least, at_most
 
@@ -43,3 +45,15 @@ def test_chain_valid_counts_every_snapshot_once(tmp_path: Path) -> None:
         table.append(pa.table({"id": pa.array([n], pa.int64()), "name": pa.array(["x"])}))
     assert chain_valid(table, 3)
     assert not chain_valid(table, 2)  # an append acknowledged twice, or a snapshot too many
+
+
+def test_a_run_reports_how_busy_the_appenders_process_was(tmp_path: Path) -> None:
+    catalog = SqlCatalog("t", uri=f"sqlite:///{tmp_path / 'c.db'}", warehouse=tmp_path.as_uri())
+    result = appenders(catalog, "busy", {}, seconds=0.5, clients=2)
+    assert result["appends"] >= 1 and result["rows_ok"] == 1.0 and result["chain_ok"] == 1.0
+    # the process's CPU over the run's time: Arrow's own threads work outside the
+    # interpreter's lock, so it may pass one core, never the machine's
+    assert 0 < result["client_cores"] <= (os.cpu_count() or 1) * 1.05, result
+    assert result["client_cpu_ms"] == pytest.approx(
+        result["client_cores"] * result["seconds"] * 1000 / result["appends"]
+    )

@@ -15,7 +15,15 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 from bench.load import metric_values
 from bench.scenarios.embedded_writes import collector_seconds
-from bench.scenarios.iceberg_workload import SCHEMA, histogram_totals, interleave, node_times
+from bench.scenarios.iceberg_workload import (
+    SCHEMA,
+    Cpu,
+    NodeTimes,
+    histogram_totals,
+    in_rounds,
+    interleave,
+    node_times,
+)
 from harness.node import NodeProcess
 from metastore.metrics import NodeMetrics
 
@@ -97,19 +105,70 @@ def test_each_phase_runs_on_every_backend_before_the_next_and_a_failure_stops_on
     broken = sql("broken")
     broken.create_namespace("listing")  # the workload's second namespace: it fails there
     args = argparse.Namespace(
-        warmup=2, tables=3, commits=3, loads=3, lists=2, history_commits=1, max_snapshots=1
+        warmup=2,
+        tables=3,
+        commits=3,
+        loads=3,
+        lists=2,
+        history_commits=1,
+        max_snapshots=1,
+        rounds=2,
     )
-    results, failed = interleave({"a": sql("a"), "b": sql("b"), "broken": broken}, args)
+    a, b = sql("a"), sql("b")
+    results, failed = interleave({"a": a, "b": b, "broken": broken}, args)
     assert set(results) == {"a", "b"} and list(failed) == ["broken"]
     assert "NamespaceAlreadyExistsError" in failed["broken"]
     for out in results.values():
         assert {"create_table_per_s", "load_table_per_s", "commit_at_1_snapshots_p50_ms"} <= set(
             out
         )
+        assert out["list_200_tables_p50_ms"] > 0
         assert "create_table_server_cpu_ms" not in out  # no node: the client did it all
     printed = capsys.readouterr().out
+    # every round of a timed phase on each backend in turn: a1, b1, a2, b2, then the next
     order = [printed.index(f"[{name}: {phase}]") for phase in PHASES for name in ("a", "b")]
     assert order == sorted(order), printed
+    # three creates in two rounds: t0 in round 1, t1 and t2 in round 2, each made once
+    for catalog in (a, b):
+        assert sorted(catalog.list_tables("bench")) == [("bench", f"t{i}") for i in range(3)]
 
 
-PHASES = ("create_table", "commit step", "load_table", "tables for listing")
+PHASES = (
+    "create_table 1/2",
+    "create_table 2/2",
+    "commit step 1/2",
+    "commit step 2/2",
+    "load_table 1/2",
+    "load_table 2/2",
+    "tables for listing",
+    "list_tables 1/2",
+    "list_tables 2/2",
+)
+
+
+def test_a_count_is_cut_into_even_consecutive_rounds() -> None:
+    assert in_rounds(10, 4) == [range(0, 2), range(2, 5), range(5, 7), range(7, 10)]
+    assert in_rounds(3, 4) == [range(0, 1), range(1, 2), range(2, 3)]  # never an empty one
+    assert in_rounds(5, 1) == [range(0, 5)]
+    assert [i for piece in in_rounds(1500, 4) for i in piece] == list(range(1500))
+
+
+def test_a_node_s_times_add_up_over_the_rounds_of_a_phase(tmp_path: Path) -> None:
+    with NodeProcess(tmp_path / "data", log_path=tmp_path / "node.log") as node:
+        catalog = RestCatalog("bench", uri=node.url)
+        catalog.create_namespace("bench")
+        cpu, times = Cpu(4), node_times(catalog, 4)
+        assert isinstance(times, NodeTimes)
+        per_round = []
+        for first in (0, 2):
+            with cpu, times:
+                for i in range(first, first + 2):
+                    catalog.create_table(("bench", f"t{i}"), SCHEMA)
+            per_round.append(dict(times.ms))
+        out: dict[str, float] = {}
+        times.into(out, "create_table")
+    # after round 1 the means cover two of four creates; round 2 adds its own two
+    assert 0 < per_round[0]["request"] < per_round[1]["request"]
+    assert out["create_table_node_request_ms"] == per_round[1]["request"]
+    assert out["create_table_node_commit_ms"] > 0
+    assert cpu.ms[0] > 0 and cpu.ms[1] > 0  # the client's and the node's (a child) CPU
