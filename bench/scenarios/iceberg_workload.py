@@ -32,6 +32,7 @@ import argparse
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, ExitStack
 from functools import partial
 from itertools import pairwise
 from typing import Any
@@ -221,9 +222,27 @@ def in_rounds(count: int, rounds: int) -> list[range]:
     return [range(start, end) for start, end in pairwise(cuts)]
 
 
-def labelled(label: str, k: int, pieces: list[range]) -> str:
-    """A round's progress label: ``label`` alone for a phase of one round."""
-    return label if len(pieces) == 1 else f"{label} {k + 1}/{len(pieces)}"
+def in_turns(
+    label: str,
+    count: int,
+    rounds: int,
+    fn: Callable[[int], Any],
+    times: list[float],
+    *measures: AbstractContextManager[Any],
+) -> Iterator[str]:
+    """``count`` calls ``fn(i)`` in ``rounds`` rounds (``in_rounds``), each call's seconds
+    added to ``times`` and each round run inside every one of ``measures`` (``Cpu``,
+    ``NodeTimes``: they add up over the rounds); yields ``label`` after each round, so
+    that ``interleave`` gives the other backends their turn in between."""
+    pieces = in_rounds(count, rounds)
+    for k, piece in enumerate(pieces):
+        with ExitStack() as stack:
+            for measure in measures:
+                stack.enter_context(measure)
+            times += repeat(
+                label if len(pieces) == 1 else f"{label} {k + 1}/{len(pieces)}", piece, fn
+            )
+        yield label
 
 
 def add_snapshots(catalog: Catalog, table: Table, count: int) -> Table:
@@ -280,16 +299,16 @@ def phases(
             out[f"{key}_server_cpu_ms"] = cpu.ms[1]
 
     cpu, node = Cpu(args.tables), node_times(catalog, args.tables)
-    times = []
-    pieces = in_rounds(args.tables, args.rounds)
-    for k, piece in enumerate(pieces):
-        with cpu, node:
-            times += repeat(
-                labelled(f"{name}: create_table", k, pieces),
-                piece,
-                lambda i: catalog.create_table(("bench", f"t{i}"), SCHEMA),
-            )
-        yield "create_table"
+    times: list[float] = []
+    yield from in_turns(
+        f"{name}: create_table",
+        args.tables,
+        args.rounds,
+        lambda i: catalog.create_table(("bench", f"t{i}"), SCHEMA),
+        times,
+        cpu,
+        node,
+    )
     out["create_table_per_s"] = len(times) / sum(times)
     out["create_table_mean_ms"] = sum(times) / len(times) * 1000
     node.into(out, "create_table")
@@ -302,11 +321,9 @@ def phases(
 
     cpu, node = Cpu(args.commits), node_times(catalog, args.commits)
     times = []
-    pieces = in_rounds(args.commits, args.rounds)
-    for k, piece in enumerate(pieces):
-        with cpu, node:
-            times += repeat(labelled(f"{name}: commit step", k, pieces), piece, set_property)
-        yield "commit step"
+    yield from in_turns(
+        f"{name}: commit step", args.commits, args.rounds, set_property, times, cpu, node
+    )
     latency = Latency.of(times)
     node.into(out, "commit_step")
     cpu_into(cpu, "commit_step")
@@ -316,14 +333,13 @@ def phases(
 
     add_snapshots(catalog, catalog.load_table(("bench", "t1")), 5)
     times = []
-    pieces = in_rounds(args.loads, args.rounds)
-    for k, piece in enumerate(pieces):
-        times += repeat(
-            labelled(f"{name}: load_table", k, pieces),
-            piece,
-            lambda _: catalog.load_table(("bench", "t1")),
-        )
-        yield "load_table"
+    yield from in_turns(
+        f"{name}: load_table",
+        args.loads,
+        args.rounds,
+        lambda _: catalog.load_table(("bench", "t1")),
+        times,
+    )
     out["load_table_per_s"] = len(times) / sum(times)
 
     repeat(
@@ -333,14 +349,13 @@ def phases(
     )
     yield "tables for listing"
     times = []
-    pieces = in_rounds(args.lists, args.rounds)
-    for k, piece in enumerate(pieces):
-        times += repeat(
-            labelled(f"{name}: list_tables", k, pieces),
-            piece,
-            lambda _: catalog.list_tables(("listing",)),
-        )
-        yield "list_tables"
+    yield from in_turns(
+        f"{name}: list_tables",
+        args.lists,
+        args.rounds,
+        lambda _: catalog.list_tables(("listing",)),
+        times,
+    )
     assert len(catalog.list_tables(("listing",))) == LIST_TABLES
     out["list_200_tables_p50_ms"] = Latency.of(times).p50
 
