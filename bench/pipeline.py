@@ -106,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
             restored = rebuild.restore(
                 writer, root / "rebuilt", root / "nodes", args.tail, not args.skip_cold, failures
             )
+        writer.close()
     result = rebuild.PipelineResult(log, raw, replayed, rebuilt, restored, args.master)
     text = "\n".join(rebuild.section(result))
     ok = print_outcome(text, failures, nodes_ok=True)

@@ -210,6 +210,12 @@ class LogWriter:
         self.producer.commit_transaction(TIMEOUT_S)
         self.commits += commits
 
+    def close(self) -> None:
+        """Shut the producer down while the broker still runs: one left to be collected
+        after the broker stopped would try to reconnect and print librdkafka's refusals
+        into the benchmark's output."""
+        self.producer.close()
+
 
 def write_log(
     config: ClusterConfig, records: int, objects_per_commit: int
