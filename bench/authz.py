@@ -22,7 +22,7 @@ The modes are measured in alternating rounds (off, on, authn; on, authn, off; ..
 drift of the shared machine hits all alike; the summary compares the sums, and the
 node's CPU time per commit (less sensitive to what else the machine runs). The rounds
 are many and short (ten of 1.5 s per mode): the machine drifts over seconds (one
-mode's CPU per commit moved between 0.45 and 0.70 ms from round to round), and the
+mode's CPU per commit moved between 0.43 and 0.70 ms from round to round), and the
 finer the modes alternate, the more of that drift falls on every mode alike. With
 three rounds of 5 s, three runs back to back gave ratios of 0.909 to 1.039; with ten
 of 1.5 s, the same total time, three runs gave 0.918 to 0.970. The target is a
