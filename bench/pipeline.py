@@ -75,38 +75,45 @@ def run(args: argparse.Namespace) -> int:
         topics.create(config)
         print(f"== log: {args.records:,} records on {broker.bootstrap} ({prefix}) ==", flush=True)
         log, writer = rebuild.write_log(config, args.records, args.objects_per_commit)
-        print("\n== raw read_committed consumer ==", flush=True)
-        raw = asyncio.run(raw_consume(config, args.idle, "raw consume", failures))
-        source = ["--kafka", config.bootstrap, "--partitions", str(args.partitions)]
-        idle = ["--idle", str(args.idle)]
-        print("\n== metastore replay ==", flush=True)
-        replayed = rebuild.timed(
-            "replay",
-            ["replay", *source, "--prefix", prefix, "--data-dir", str(root / "replayed"),
-             "--no-progress", *idle],
-            failures,
-        )  # fmt: skip
-        print(f"\n== metastore rebuild (Spark {args.master}) ==", flush=True)
-        rebuilt = rebuild.timed(
-            "rebuild",
-            ["rebuild", *source, "--topic-prefix", prefix, "--out", str(root / "rebuilt"),
-             "--master", args.master, "--no-progress", *idle],
-            failures,
-        )  # fmt: skip
-        if replayed.digest != rebuilt.digest:
-            failures.add(f"digests differ: replay {replayed.digest}, rebuild {rebuilt.digest}")
-        if raw.records != replayed.records or replayed.records != rebuilt.records:
-            failures.add(
-                f"records read: raw {raw.records}, replay {replayed.records}, "
-                f"rebuild {rebuilt.records}"
-            )
-        restored = None
-        if not args.skip_restore and (root / "rebuilt").is_dir():
-            print("\n== restore: tail, then a node from the rebuilt view ==", flush=True)
-            restored = rebuild.restore(
-                writer, root / "rebuilt", root / "nodes", args.tail, not args.skip_cold, failures
-            )
-        writer.close()
+        try:
+            print("\n== raw read_committed consumer ==", flush=True)
+            raw = asyncio.run(raw_consume(config, args.idle, "raw consume", failures))
+            source = ["--kafka", config.bootstrap, "--partitions", str(args.partitions)]
+            idle = ["--idle", str(args.idle)]
+            print("\n== metastore replay ==", flush=True)
+            replayed = rebuild.timed(
+                "replay",
+                ["replay", *source, "--prefix", prefix, "--data-dir", str(root / "replayed"),
+                 "--no-progress", *idle],
+                failures,
+            )  # fmt: skip
+            print(f"\n== metastore rebuild (Spark {args.master}) ==", flush=True)
+            rebuilt = rebuild.timed(
+                "rebuild",
+                ["rebuild", *source, "--topic-prefix", prefix, "--out", str(root / "rebuilt"),
+                 "--master", args.master, "--no-progress", *idle],
+                failures,
+            )  # fmt: skip
+            if replayed.digest != rebuilt.digest:
+                failures.add(f"digests differ: replay {replayed.digest}, rebuild {rebuilt.digest}")
+            if raw.records != replayed.records or replayed.records != rebuilt.records:
+                failures.add(
+                    f"records read: raw {raw.records}, replay {replayed.records}, "
+                    f"rebuild {rebuilt.records}"
+                )
+            restored = None
+            if not args.skip_restore and (root / "rebuilt").is_dir():
+                print("\n== restore: tail, then a node from the rebuilt view ==", flush=True)
+                restored = rebuild.restore(
+                    writer,
+                    root / "rebuilt",
+                    root / "nodes",
+                    args.tail,
+                    not args.skip_cold,
+                    failures,
+                )
+        finally:
+            writer.close()
     result = rebuild.PipelineResult(log, raw, replayed, rebuilt, restored, args.master)
     text = "\n".join(rebuild.section(result))
     ok = print_outcome(text, failures, nodes_ok=True)
