@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,29 @@ def test_a_file_in_a_folder_that_exists_syncs_the_file_and_its_name(
     assert syncs.under(tmp_path) == {("fdatasync", str(path)), ("fsync", str(tmp_path))}
     make_folders(str(tmp_path), sync=True)  # nothing made: nothing to sync
     assert len(syncs.under(tmp_path)) == 2
+
+
+def test_the_syncs_of_one_write_run_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new table's metadata file: its bytes, its name and the names of the two folders
+    made for it. Each sync here waits until all four have started, so syncs made one
+    after another would leave the first waiting alone until the barrier breaks."""
+    started = threading.Barrier(4, timeout=10)
+
+    def waiting(real: Callable[[int], None]) -> Callable[[int], None]:
+        def sync(fd: int) -> None:
+            started.wait()
+            real(fd)
+
+        return sync
+
+    for name in ("fsync", "fdatasync"):
+        monkeypatch.setattr(os, name, waiting(getattr(os, name)))
+    (tmp_path / "ns").mkdir()
+    path = tmp_path / "ns" / "t" / "metadata" / "00000-x.metadata.json"
+    create_file(str(path), b"{}", sync=True)
+    assert path.read_bytes() == b"{}" and not started.broken
 
 
 def test_without_fdatasync_the_bytes_are_synced_with_fsync(
