@@ -25,9 +25,22 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 from functools import partial
 
-# Folder syncs of concurrent writes; a sync holds no interpreter lock while the disk
-# works, and a task never waits on another, so a full pool only queues.
-_FOLDER_SYNCS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="folder-sync")
+
+def _folder_syncs() -> ThreadPoolExecutor:
+    """Folder syncs of concurrent writes; a sync holds no interpreter lock while the
+    disk works, and a task never waits on another, so a full pool only queues."""
+    return ThreadPoolExecutor(max_workers=8, thread_name_prefix="folder-sync")
+
+
+def _after_fork() -> None:
+    """A forked child has none of its parent's threads, but the pool would count the
+    idle ones as there and queue its syncs for them forever: the child gets its own."""
+    global _FOLDER_SYNCS
+    _FOLDER_SYNCS = _folder_syncs()
+
+
+_FOLDER_SYNCS = _folder_syncs()
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def make_folders(path: str, *, sync: bool) -> list[str]:

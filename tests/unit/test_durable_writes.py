@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from metastore import durable_writes
 from metastore.api.app import create_app
 from metastore.api.typedefs import ICEBERG
 from metastore.config import ServerConfig
@@ -95,6 +98,52 @@ def test_the_syncs_of_one_write_run_at_once(
     path = tmp_path / "ns" / "t" / "metadata" / "00000-x.metadata.json"
     create_file(str(path), b"{}", sync=True)
     assert path.read_bytes() == b"{}" and not started.broken
+
+
+def test_a_folder_sync_that_fails_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder's sync fails in the pool's thread: the write raises it and deletes the
+    file it wrote."""
+    real = os.fsync
+
+    def failing(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}") == str(tmp_path / "t"):
+            raise OSError(errno.EIO, "Input/output error")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", failing)
+    (tmp_path / "t").mkdir()
+    path = tmp_path / "t" / "metadata" / "00000-x.metadata.json"
+    with pytest.raises(OSError, match="Input/output error"):
+        create_file(str(path), b"{}", sync=True)
+    assert not path.exists()
+
+
+# Python 3.12 on warns of any fork of a process with threads: this one is the point
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_child_syncs_with_its_own_threads(tmp_path: Path) -> None:
+    """The folder syncs' threads were started here; a child forked now has none of them
+    and must still finish a synced write (it would wait forever on the parent's)."""
+    create_file(str(tmp_path / "a" / "f.json"), b"{}", sync=True)  # two threads, idle soon
+    parents = durable_writes._FOLDER_SYNCS
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 once a synced write (one folder) in its own pool returned
+        code = 1
+        try:
+            if durable_writes._FOLDER_SYNCS is not parents:
+                create_file(str(tmp_path / "a" / "g.json"), b"{}", sync=True)
+                code = 0 if (tmp_path / "a" / "g.json").exists() else 1
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 20
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the child's synced write never returned")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
 
 
 def test_without_fdatasync_the_bytes_are_synced_with_fsync(
