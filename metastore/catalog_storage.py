@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 # Waiting for the owners (cluster mode) of catalogs without a storage record.
 RECORD_RETRY = RetryPolicy(0.1, 2.0)
 STORAGES_AT_HEADS = 256  # (catalog, HEAD) pairs whose storage is kept
+_STORAGE_KEY = STORAGE_RECORD.encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,19 +101,39 @@ class CatalogStorage:
 
     def of(self, tenant: str, catalog: str) -> Storage:
         """The catalog's storage at HEAD (its seed if none is recorded yet). Every call
-        reads HEAD (404 for an unknown catalog); the record is read and parsed once per
-        HEAD."""
+        reads HEAD (404 for an unknown catalog); the record is read and parsed only when
+        HEAD's commit changed it, or when its parent's storage is not kept here."""
         head = self._metastore.get_ref(tenant, catalog).head
         key = (tenant, catalog, head)
         storage = self._at_head.get(key)
         if storage is None:
-            entity = self.recorded(tenant, catalog, head)
-            if entity is None:
-                storage = self.seed(tenant, catalog)
-            else:
-                storage = Storage.from_properties(entity.properties, entity.version)
+            storage = self._inherited(tenant, catalog, head)
+            if storage is None:
+                entity = self.recorded(tenant, catalog, head)
+                if entity is None:
+                    storage = self.seed(tenant, catalog)
+                else:
+                    storage = Storage.from_properties(entity.properties, entity.version)
             storage = self._at_head.put(key, storage)
         return storage
+
+    def _inherited(self, tenant: str, catalog: str, head: int) -> Storage | None:
+        """The storage of ``head``'s parent when that is kept and ``head`` left the record
+        as it was: nearly every commit moves HEAD without touching storage, and reading
+        the record at each new HEAD cost a create or commit step a few percent of its
+        CPU. A commit lists every entity it created, updated or deleted (``changes``;
+        only location records, never the storage record, are left out), so this is
+        exactly the record a read at ``head`` would find."""
+        try:
+            commit = self._metastore.objects(tenant, catalog).commit(head)
+        except NotFound:  # no commit yet, or one collected: read the record instead
+            return None
+        if not commit.parent:
+            return None
+        parent = self._at_head.get((tenant, catalog, commit.parent))
+        if parent is None or any(change.key == _STORAGE_KEY for change in commit.changes):
+            return None
+        return parent
 
     def recorded(self, tenant: str, catalog: str, at: int | None = None) -> Entity | None:
         """The catalog's storage record at HEAD (or at commit ``at``), if it has one."""

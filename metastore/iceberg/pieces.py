@@ -103,7 +103,8 @@ def split(
         if obj.id not in known:
             written[obj.id] = obj
 
-    core = {k: v for k, v in metadata.items() if k not in layout.split_fields}
+    split_fields = layout.split_fields  # a new set per read: not once per key
+    core = {k: v for k, v in metadata.items() if k not in split_fields}
     core[METADATA_LOCATION] = metadata_location
     for name, (prefix, id_field) in layout.keyed.items():
         if name not in metadata:
