@@ -114,6 +114,12 @@ class CommitRequest:
     record: Record | None = None
     # Objects this commit deletes (a sweep): written in the same atomic write as its CAS.
     deletions: Deletions | None = None
+    # One wait per local file this commit names whose syncs are still running
+    # (``durable_writes.begin_file``): each returns once its file is durable or raises a
+    # ``MetastoreError`` (the file is gone). The committer calls them after building the
+    # commit, just before the write that makes it durable, and a commit whose wait
+    # raised is not written: no durable commit ever names a file a crash could take back.
+    durable_first: tuple[Callable[[], None], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -144,6 +144,9 @@ class Committer:
             built = self._build(ref_key, requests)
             if isinstance(built, list):
                 return built
+            unsynced = _files_durable(requests, built.results)
+            if unsynced:
+                return self._without(ref_key, requests, unsynced)
             try:
                 started = time.perf_counter()
                 self._persistence.write(built.staged_objects(), built.update, built.deletes)
@@ -180,6 +183,10 @@ class Committer:
                 results[i] = built
             else:
                 writing.append((i, built))
+        for i, built in list(writing):
+            if _files_durable(built.requests, built.results):  # alone, without the failed
+                results[i] = self.commit_batch(built.ref_key, built.requests)
+                writing.remove((i, built))
         if not writing:
             return results
         writes = [Write(b.staged_objects(), b.update, b.deletes) for _, b in writing]
@@ -200,6 +207,18 @@ class Committer:
             else:
                 results[i] = self._failed(built, refusal)
         return results
+
+    def _without(
+        self,
+        ref_key: RefKey,
+        requests: Sequence[CommitRequest],
+        unsynced: dict[int, MetastoreError],
+    ) -> list[CommitOutcome | MetastoreError]:
+        """A batch some of whose files could not be made durable: those commits refused,
+        the others built again without them and written."""
+        kept = [r for i, r in enumerate(requests) if i not in unsynced]
+        outcomes = iter(self.commit_batch(ref_key, kept) if kept else [])
+        return [unsynced[i] if i in unsynced else next(outcomes) for i in range(len(requests))]
 
     def _build(
         self, ref_key: RefKey, requests: Sequence[CommitRequest]
@@ -298,6 +317,26 @@ class Committer:
             else:
                 new_ref = Ref(ref_key, head.id, now_us, ())
         return results, RefUpdate(ref_key, ref.head if ref is not None else None, new_ref), deletes
+
+
+def _files_durable(
+    requests: Sequence[CommitRequest], built: Sequence[CommitOutcome | MetastoreError]
+) -> dict[int, MetastoreError]:
+    """Wait until the files each request the batch commits names are durable
+    (``durable_first``; a request refused while building commits nothing); the
+    requests for which that failed, by position, with why. The syncs ran while the
+    batch was built, so a wait here is usually short or none."""
+    failed: dict[int, MetastoreError] = {}
+    for i, (request, outcome) in enumerate(zip(requests, built, strict=True)):
+        if not isinstance(outcome, CommitOutcome):
+            continue
+        for wait in request.durable_first:
+            try:
+                wait()
+            except MetastoreError as exc:
+                failed[i] = exc
+                break
+    return failed
 
 
 def _describe(ref_key: RefKey) -> str:

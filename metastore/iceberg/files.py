@@ -35,7 +35,14 @@ from pyiceberg.serializers import FromInputFile
 from pyiceberg.table.metadata import TableMetadata
 
 from metastore.catalog_storage import CatalogStorage
-from metastore.durable_writes import create_file, make_folders, name_durably, sync_file
+from metastore.durable_writes import (
+    Syncing,
+    begin_file,
+    create_file,
+    make_folders,
+    name_durably,
+    sync_file,
+)
 from metastore.errors import BadRequest, NotFound, StorageUnavailable
 from metastore.iceberg.file_ios import FileIOs
 from metastore.locations import check_inside, is_inside, normalize
@@ -209,14 +216,26 @@ class TableFiles:
     def write_json(self, value: object, location: str) -> None:
         self.write_text(json.dumps(value, separators=(",", ":")), location)
 
-    def write_text(self, text: str, location: str) -> None:
+    def write_text(
+        self, text: str, location: str, *, durable: list[Callable[[], None]] | None = None
+    ) -> None:
         """Write a new file (never over an existing one). Callers serialize first, so
         a metadata the server refuses writes nothing; a write that fails partway
-        deletes what it wrote, so a failed create or commit leaves no file behind."""
+        deletes what it wrote, so a failed create or commit leaves no file behind.
+
+        ``durable``: a local file's syncs are started, not waited for, and a wait for
+        them is appended; the commit that names the file calls it before its durable
+        write (``CommitRequest.durable_first``). A failed sync deletes the file and the
+        wait raises 503. Without it the file is durable when this returns."""
         may_wait()
         data = text.encode()
         local = _local_path(location)
         if local is not None and PY_IO_IMPL not in self._properties():
+            if durable is not None and self._sync:
+                with _unavailable_on_error("write", location):
+                    syncing = begin_file(local, data)
+                durable.append(partial(_wait_synced, syncing, location))
+                return
             _write_new_local(local, data, location, self._sync)
             return
         with _unavailable_on_error("write", location):
@@ -286,6 +305,11 @@ def _write_new_local(path: str, data: bytes, location: str, sync: bool) -> None:
     durable before a commit names it."""
     with _unavailable_on_error("write", location):
         create_file(path, data, sync=sync)
+
+
+def _wait_synced(syncing: Syncing, location: str) -> None:
+    with _unavailable_on_error("write", location):
+        syncing.wait()
 
 
 @contextmanager

@@ -23,7 +23,7 @@ from metastore import durable_writes
 from metastore.api.app import create_app
 from metastore.api.typedefs import ICEBERG
 from metastore.config import ServerConfig
-from metastore.durable_writes import create_file, make_folders
+from metastore.durable_writes import begin_file, create_file, make_folders
 from metastore.errors import StorageUnavailable
 from metastore.iceberg.files import TableFiles
 
@@ -120,18 +120,73 @@ def test_a_folder_sync_that_fails_leaves_no_file(
     assert not path.exists()
 
 
+def test_begin_file_returns_with_the_bytes_written_and_its_syncs_running(
+    tmp_path: Path, syncs: Syncs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file's own sync is held until the test lets it go: ``begin_file`` has returned
+    by then, and ``wait`` returns only after it."""
+    release, held = threading.Event(), threading.Event()
+    recorded = os.fdatasync  # the ``syncs`` recorder
+
+    def holding(fd: int) -> None:
+        held.set()
+        assert release.wait(10), "the test never released the sync"
+        recorded(fd)
+
+    monkeypatch.setattr(os, "fdatasync", holding)
+    path = tmp_path / "t" / "metadata" / "00001-x.metadata.json"
+    (tmp_path / "t" / "metadata").mkdir(parents=True)
+    syncing = begin_file(str(path), b'{"a":1}')
+    assert path.read_bytes() == b'{"a":1}'
+    assert held.wait(10)  # running in the pool, not done
+    waited = threading.Event()
+    waiter = threading.Thread(target=lambda: (syncing.wait(), waited.set()))
+    waiter.start()
+    assert not waited.is_set()  # the file's sync cannot have finished: it is held
+    release.set()
+    waiter.join(10)
+    assert waited.is_set()
+    assert syncs.under(tmp_path) == {
+        ("fdatasync", str(path)),
+        ("fsync", str(tmp_path / "t" / "metadata")),
+    }
+
+
+def test_a_begun_file_whose_sync_fails_is_deleted_by_the_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", failing)
+    path = tmp_path / "00001-x.metadata.json"
+    syncing = begin_file(str(path), b"{}")
+    for _ in range(2):  # the failure stays: every wait raises it
+        with pytest.raises(OSError, match="Input/output error"):
+            syncing.wait()
+        assert not path.exists()
+
+
+def test_begin_file_never_replaces_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "00001-x.metadata.json"
+    path.write_bytes(b"theirs")
+    with pytest.raises(FileExistsError):
+        begin_file(str(path), b"mine")
+    assert path.read_bytes() == b"theirs"
+
+
 # Python 3.12 on warns of any fork of a process with threads: this one is the point
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_forked_child_syncs_with_its_own_threads(tmp_path: Path) -> None:
     """The folder syncs' threads were started here; a child forked now has none of them
     and must still finish a synced write (it would wait forever on the parent's)."""
     create_file(str(tmp_path / "a" / "f.json"), b"{}", sync=True)  # two threads, idle soon
-    parents = durable_writes._FOLDER_SYNCS
+    parents = durable_writes._SYNCS
     pid = os.fork()
     if pid == 0:  # the child: exit 0 once a synced write (one folder) in its own pool returned
         code = 1
         try:
-            if durable_writes._FOLDER_SYNCS is not parents:
+            if durable_writes._SYNCS is not parents:
                 create_file(str(tmp_path / "a" / "g.json"), b"{}", sync=True)
                 code = 0 if (tmp_path / "a" / "g.json").exists() else 1
         finally:
@@ -234,3 +289,61 @@ async def test_a_node_syncs_the_metadata_files_it_writes_as_it_syncs_its_commits
         )
     else:
         assert syncs.under(tmp_path) == set()
+
+
+async def test_a_commit_step_syncs_its_metadata_file_before_the_commit_lands(
+    node: TestClient[Any, Any], syncs: Syncs, tmp_path: Path
+) -> None:
+    """The step's two syncs (its file's bytes and its name) run while its commit is built
+    and are waited for before the commit's own write: each made once, with ``--fsync``."""
+    fsync = node.app[ICEBERG].warehouse.sync
+    schema = {"type": "struct", "fields": []}
+    async with node.post("/v1/default/namespaces", json={"namespace": ["ns"]}) as response:
+        assert response.status == 200
+    body = {"name": "t", "schema": schema}
+    async with node.post("/v1/default/namespaces/ns/tables", json=body) as response:
+        assert response.status == 200
+    before = len(syncs.calls)
+    step = {"requirements": [], "updates": [{"action": "set-properties", "updates": {"a": "1"}}]}
+    async with node.post("/v1/default/namespaces/ns/tables/t", json=step) as response:
+        assert response.status == 200, await response.text()
+        metadata = (await response.json())["metadata-location"].removeprefix("file://")
+    made = [call for call in syncs.calls[before:] if call[1].startswith(str(tmp_path))]
+    if fsync:
+        assert sorted(made) == [("fdatasync", metadata), ("fsync", os.path.dirname(metadata))]
+    else:
+        assert made == []
+
+
+async def test_a_commit_step_whose_file_cannot_be_synced_is_a_503_and_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = ServerConfig(data_dir=tmp_path / "data", fsync=True)
+    async with TestClient(TestServer(create_app(config))) as client:
+        schema = {"type": "struct", "fields": []}
+        async with client.post("/v1/default/namespaces", json={"namespace": ["ns"]}) as response:
+            assert response.status == 200
+        body = {"name": "t", "schema": schema}
+        async with client.post("/v1/default/namespaces/ns/tables", json=body) as response:
+            assert response.status == 200
+            created = (await response.json())["metadata-location"].removeprefix("file://")
+        real = os.fdatasync
+
+        def failing(fd: int) -> None:  # the step's new file only
+            if os.readlink(f"/proc/self/fd/{fd}").endswith(".metadata.json"):
+                raise OSError(errno.EIO, "Input/output error")
+            real(fd)
+
+        monkeypatch.setattr(os, "fdatasync", failing)
+        update = {"action": "set-properties", "updates": {"a": "1"}}
+        step = {"requirements": [], "updates": [update]}
+        async with client.post("/v1/default/namespaces/ns/tables/t", json=step) as response:
+            assert response.status == 503, await response.text()
+            error = (await response.json())["error"]
+            assert "Input/output error" in error["message"]
+        monkeypatch.setattr(os, "fdatasync", real)
+        async with client.get("/v1/default/namespaces/ns/tables/t") as response:
+            loaded = await response.json()
+        assert loaded["metadata-location"].removeprefix("file://") == created
+        assert "a" not in loaded["metadata"]["properties"]
+        assert os.listdir(os.path.dirname(created)) == [os.path.basename(created)]
