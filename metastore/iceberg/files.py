@@ -284,8 +284,12 @@ class TableFiles:
             ) from None
 
     def delete_quietly(self, location: str) -> None:
+        """Delete a file, logging (not raising) a failure; one already gone is no failure
+        (a write whose sync failed deletes its file itself, ``durable_writes.Syncing``)."""
         try:
             self.io(location).delete(location)
+        except FileNotFoundError:
+            return
         except (OSError, ValueError) as exc:
             log.warning("could not delete %s: %s", location, exc)
 
