@@ -52,6 +52,16 @@ def syncs(monkeypatch: pytest.MonkeyPatch) -> Syncs:
     return Syncs(monkeypatch)
 
 
+@pytest.fixture
+def failing_fdatasync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every file's sync fails as a failing disk's does."""
+
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", failing)
+
+
 def test_a_new_file_its_name_and_each_folder_made_for_it_are_synced(
     tmp_path: Path, syncs: Syncs
 ) -> None:
@@ -153,12 +163,8 @@ def test_begin_file_returns_with_the_bytes_written_and_its_syncs_running(
 
 
 def test_a_begun_file_whose_sync_fails_is_deleted_by_the_wait(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, failing_fdatasync: None
 ) -> None:
-    def failing(fd: int) -> None:
-        raise OSError(errno.EIO, "Input/output error")
-
-    monkeypatch.setattr(os, "fdatasync", failing)
     path = tmp_path / "00001-x.metadata.json"
     syncing = begin_file(str(path), b"{}")
     for _ in range(2):  # the failure stays: every wait raises it
@@ -219,12 +225,8 @@ def test_without_sync_nothing_is_synced(tmp_path: Path, syncs: Syncs) -> None:
 
 
 def test_a_sync_that_fails_leaves_no_file_and_is_a_503(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, failing_fdatasync: None
 ) -> None:
-    def failing(fd: int) -> None:
-        raise OSError(errno.EIO, "Input/output error")
-
-    monkeypatch.setattr(os, "fdatasync", failing)
     location = (tmp_path / "t" / "metadata" / "00000-a.metadata.json").as_uri()
     with pytest.raises(StorageUnavailable, match="cannot write"):
         TableFiles(dict, sync=True).write_text('{"a":1}', location)
