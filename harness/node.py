@@ -29,8 +29,13 @@ class NodeProcess(Child):
         extra_args: tuple[str, ...] = (),
         env: dict[str, str] | None = None,
         log_path: Path | None = None,
+        cwd: Path | None = None,
     ) -> None:
+        """``cwd``: where the node runs (this process's directory by default); ``python
+        -m`` looks there first for the package, so a node started in another source
+        tree (and with it on ``PYTHONPATH``) runs that tree's code."""
         self.data_dir = data_dir
+        self.cwd = cwd
         self.port = port or free_port()
         self.extra_args = extra_args
         self.env = {**os.environ, **(env or {})}
@@ -62,7 +67,9 @@ class NodeProcess(Child):
             "--port", str(self.port), "--data-dir", str(self.data_dir), *self.extra_args,
         ]  # fmt: skip
         log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+        self.proc = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.cwd
+        )
         log.close()
         return self
 

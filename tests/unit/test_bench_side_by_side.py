@@ -1,0 +1,106 @@
+"""``bench.side_by_side`` measures two trees' nodes, each running its own tree's code:
+a node started in a tree (its working directory and ``PYTHONPATH``) runs that tree's
+package even when this checkout is installed, and the tool's report names both."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench import side_by_side
+from harness.node import NodeProcess
+
+pytestmark = pytest.mark.slow
+REPO = Path(side_by_side.__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def other_tree(tmp_path: Path) -> Iterator[Path]:
+    """A worktree of HEAD whose package says a version of its own."""
+    tree = tmp_path / "tree"
+    subprocess.run(
+        ["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), "HEAD"],
+        check=True,
+        capture_output=True,
+    )
+    init = tree / "metastore" / "__init__.py"
+    init.write_text(init.read_text().replace('__version__ = "', '__version__ = "0.0.0-other+'))
+    yield tree
+    subprocess.run(
+        ["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)],
+        check=True,
+        capture_output=True,
+    )
+
+
+def _version(node: NodeProcess) -> str:
+    with urllib.request.urlopen(node.url + "/api/v1/openapi.json", timeout=10) as response:
+        document = json.load(response)
+    version: str = document["info"]["version"]
+    return version
+
+
+def test_a_node_started_in_another_tree_runs_that_trees_code(
+    tmp_path: Path, other_tree: Path
+) -> None:
+    here = NodeProcess(tmp_path / "a", log_path=tmp_path / "a.log").start(120)
+    there = NodeProcess(
+        tmp_path / "b",
+        log_path=tmp_path / "b.log",
+        env={"PYTHONPATH": str(other_tree)},
+        cwd=other_tree,
+    ).start(120)
+    try:
+        assert _version(there).startswith("0.0.0-other+")
+        assert not _version(here).startswith("0.0.0-other+")
+    finally:
+        here.stop()
+        there.stop()
+
+
+def test_the_tool_measures_both_trees_and_reports_them(tmp_path: Path, other_tree: Path) -> None:
+    out = tmp_path / "side.json"
+    args = ["--base-tree", str(other_tree), "--rounds", "1", "--ops", "2", "--out", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.side_by_side", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(out.read_text())
+    assert report["base"].endswith(" + changes")  # the worktree's edited __init__.py
+    assert report["rounds"] == 1 and report["ops_per_phase_and_round"] == 2
+    assert set(report["phases"]) == {"create", "step", "load"}
+    for figures in report["phases"].values():
+        assert figures["base"]["p50_ms"] > 0 and figures["this"]["p50_ms"] > 0
+        assert figures["node_cpu_ms"]["base"] >= 0 and figures["node_cpu_ms"]["this"] >= 0
+    assert "operations" in done.stdout and "done" in done.stdout  # the progress line
+
+
+def test_a_revision_that_cannot_be_checked_out_is_exit_2_and_leaves_no_worktree() -> None:
+    before = subprocess.run(
+        ["git", "-C", str(REPO), "worktree", "list"], capture_output=True, text=True, check=True
+    ).stdout
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.side_by_side", "--base", "no-such-revision-xyz"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "cannot check out 'no-such-revision-xyz'" in done.stderr
+    after = subprocess.run(
+        ["git", "-C", str(REPO), "worktree", "list"], capture_output=True, text=True, check=True
+    ).stdout
+    assert after == before
