@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,22 +20,18 @@ REPO = Path(side_by_side.__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def other_tree(tmp_path: Path) -> Iterator[Path]:
-    """A worktree of HEAD whose package says a version of its own."""
+def other_tree(tmp_path: Path) -> Path:
+    """This checkout's HEAD, exported (not a worktree: the repository is left as it is,
+    whatever runs beside), its package saying a version of its own."""
     tree = tmp_path / "tree"
-    subprocess.run(
-        ["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), "HEAD"],
-        check=True,
-        capture_output=True,
-    )
+    tree.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", "HEAD"], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     init = tree / "metastore" / "__init__.py"
     init.write_text(init.read_text().replace('__version__ = "', '__version__ = "0.0.0-other+'))
-    yield tree
-    subprocess.run(
-        ["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)],
-        check=True,
-        capture_output=True,
-    )
+    return tree
 
 
 def _version(node: NodeProcess) -> str:
@@ -77,7 +72,8 @@ def test_the_tool_measures_both_trees_and_reports_them(tmp_path: Path, other_tre
     )
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(out.read_text())
-    assert report["base"].endswith(" + changes")  # the worktree's edited __init__.py
+    assert report["base"] == "(not a git tree)"  # the exported tree names no commit
+    assert report["this"] != report["base"]
     assert report["rounds"] == 1 and report["ops_per_phase_and_round"] == 2
     assert set(report["phases"]) == {"create", "step", "load"}
     for figures in report["phases"].values():
@@ -87,9 +83,6 @@ def test_the_tool_measures_both_trees_and_reports_them(tmp_path: Path, other_tre
 
 
 def test_a_revision_that_cannot_be_checked_out_is_exit_2_and_leaves_no_worktree() -> None:
-    before = subprocess.run(
-        ["git", "-C", str(REPO), "worktree", "list"], capture_output=True, text=True, check=True
-    ).stdout
     done = subprocess.run(
         [sys.executable, "-m", "bench.side_by_side", "--base", "no-such-revision-xyz"],
         cwd=REPO,
@@ -100,7 +93,7 @@ def test_a_revision_that_cannot_be_checked_out_is_exit_2_and_leaves_no_worktree(
     )
     assert done.returncode == 2
     assert "cannot check out 'no-such-revision-xyz'" in done.stderr
-    after = subprocess.run(
+    listed = subprocess.run(
         ["git", "-C", str(REPO), "worktree", "list"], capture_output=True, text=True, check=True
     ).stdout
-    assert after == before
+    assert "side-by-side-" not in listed  # the tool's own temporary tree
