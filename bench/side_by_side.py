@@ -98,6 +98,8 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.ops < 1:
         parser.error("--rounds and --ops must be at least 1")
+    if args.base_tree is not None and not (args.base_tree / "metastore" / "__main__.py").is_file():
+        parser.error(f"--base-tree {args.base_tree} is not a source tree of this service")
     return args
 
 

@@ -97,3 +97,16 @@ def test_a_revision_that_cannot_be_checked_out_is_exit_2_and_leaves_no_worktree(
         ["git", "-C", str(REPO), "worktree", "list"], capture_output=True, text=True, check=True
     ).stdout
     assert "side-by-side-" not in listed  # the tool's own temporary tree
+
+
+def test_a_base_tree_that_is_not_one_is_refused_in_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.side_by_side", "--base-tree", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert f"--base-tree {tmp_path} is not a source tree of this service" in done.stderr
