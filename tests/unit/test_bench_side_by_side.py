@@ -59,17 +59,22 @@ def test_a_node_started_in_another_tree_runs_that_trees_code(
         there.stop()
 
 
-def test_the_tool_measures_both_trees_and_reports_them(tmp_path: Path, other_tree: Path) -> None:
-    out = tmp_path / "side.json"
-    args = ["--base-tree", str(other_tree), "--rounds", "1", "--ops", "2", "--out", str(out)]
-    done = subprocess.run(
+def _tool(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``python -m bench.side_by_side`` run from the repository, as a user runs it."""
+    return subprocess.run(
         [sys.executable, "-m", "bench.side_by_side", *args],
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
         check=False,
     )
+
+
+def test_the_tool_measures_both_trees_and_reports_them(tmp_path: Path, other_tree: Path) -> None:
+    out = tmp_path / "side.json"
+    args = ["--base-tree", str(other_tree), "--rounds", "1", "--ops", "2", "--out", str(out)]
+    done = _tool(*args, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(out.read_text())
     assert report["base"] == "(not a git tree)"  # the exported tree names no commit
@@ -83,14 +88,7 @@ def test_the_tool_measures_both_trees_and_reports_them(tmp_path: Path, other_tre
 
 
 def test_a_revision_that_cannot_be_checked_out_is_exit_2_and_leaves_no_worktree() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.side_by_side", "--base", "no-such-revision-xyz"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _tool("--base", "no-such-revision-xyz")
     assert done.returncode == 2
     assert "cannot check out 'no-such-revision-xyz'" in done.stderr
     listed = subprocess.run(
@@ -100,13 +98,6 @@ def test_a_revision_that_cannot_be_checked_out_is_exit_2_and_leaves_no_worktree(
 
 
 def test_a_base_tree_that_is_not_one_is_refused_in_one_line(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.side_by_side", "--base-tree", str(tmp_path)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _tool("--base-tree", str(tmp_path))
     assert done.returncode == 2
     assert f"--base-tree {tmp_path} is not a source tree of this service" in done.stderr

@@ -293,18 +293,24 @@ async def test_a_node_syncs_the_metadata_files_it_writes_as_it_syncs_its_commits
         assert syncs.under(tmp_path) == set()
 
 
+async def _table_t(client: TestClient[Any, Any]) -> str:
+    """Namespace ``ns`` and its table ``t`` (no columns); the table's metadata file."""
+    async with client.post("/v1/default/namespaces", json={"namespace": ["ns"]}) as response:
+        assert response.status == 200
+    body = {"name": "t", "schema": {"type": "struct", "fields": []}}
+    async with client.post("/v1/default/namespaces/ns/tables", json=body) as response:
+        assert response.status == 200
+        location: str = (await response.json())["metadata-location"]
+    return location.removeprefix("file://")
+
+
 async def test_a_commit_step_syncs_its_metadata_file_before_the_commit_lands(
     node: TestClient[Any, Any], syncs: Syncs, tmp_path: Path
 ) -> None:
     """The step's two syncs (its file's bytes and its name) run while its commit is built
     and are waited for before the commit's own write: each made once, with ``--fsync``."""
     fsync = node.app[ICEBERG].warehouse.sync
-    schema = {"type": "struct", "fields": []}
-    async with node.post("/v1/default/namespaces", json={"namespace": ["ns"]}) as response:
-        assert response.status == 200
-    body = {"name": "t", "schema": schema}
-    async with node.post("/v1/default/namespaces/ns/tables", json=body) as response:
-        assert response.status == 200
+    await _table_t(node)
     before = len(syncs.calls)
     step = {"requirements": [], "updates": [{"action": "set-properties", "updates": {"a": "1"}}]}
     async with node.post("/v1/default/namespaces/ns/tables/t", json=step) as response:
@@ -322,13 +328,7 @@ async def test_a_commit_step_whose_file_cannot_be_synced_is_a_503_and_changes_no
 ) -> None:
     config = ServerConfig(data_dir=tmp_path / "data", fsync=True)
     async with TestClient(TestServer(create_app(config))) as client:
-        schema = {"type": "struct", "fields": []}
-        async with client.post("/v1/default/namespaces", json={"namespace": ["ns"]}) as response:
-            assert response.status == 200
-        body = {"name": "t", "schema": schema}
-        async with client.post("/v1/default/namespaces/ns/tables", json=body) as response:
-            assert response.status == 200
-            created = (await response.json())["metadata-location"].removeprefix("file://")
+        created = await _table_t(client)
         real = os.fdatasync
 
         def failing(fd: int) -> None:  # the step's new file only
