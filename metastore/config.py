@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from metastore import cpu_pinning
 from metastore.cluster import tls
 from metastore.cluster.config import load_properties
 from metastore.cluster.peer_auth import (
@@ -133,6 +134,8 @@ class ServerConfig:
     iceberg_namespace_separator: str = "%1F"
     log_level: str = "INFO"
     log_format: str = "text"  # text | json (one object per line, with the request's context)
+    # the CPU the node's interpreter threads run on ("" = any; metastore/cpu_pinning.py)
+    pin_cpu: str = ""
     # --- cluster mode (``kafka`` set): see docs/ARCHITECTURE.md "Cluster mode" ---
     kafka: str = ""  # bootstrap servers; empty = embedded mode
     advertised_url: str = ""  # how peers reach this node; default http://host:port
@@ -225,6 +228,7 @@ class ServerConfig:
             except InvalidName as exc:
                 raise ConfigError(name, exc.message) from None
         self.namespace_separator  # noqa: B018 - refuses anything but one URL-safe character
+        self.pinned_cpu  # noqa: B018 - refuses a CPU this process may not run on
         if self.index_stripe_bytes < self.index_embedded_bytes:
             raise ConfigError("index_stripe_bytes", "must be >= index_embedded_bytes")
         if self.max_object_bytes < 2 * self.index_stripe_bytes:
@@ -442,6 +446,14 @@ class ServerConfig:
             self.oidc_jwks_refresh_s,
             self.oidc_jwks_max_age_s,
         )
+
+    @property
+    def pinned_cpu(self) -> int | None:
+        """The CPU ``pin_cpu`` names, or None when the node's threads may run anywhere."""
+        try:
+            return cpu_pinning.parse(self.pin_cpu)
+        except ValueError as exc:
+            raise ConfigError("pin_cpu", str(exc)) from None
 
     @property
     def max_page_size(self) -> int:

@@ -122,6 +122,12 @@ REFUSED_ENV: list[tuple[str, str, str]] = [
     ("METASTORE_QUOTA_MAX_TABLES", "-1", "between 0 and"),
     ("METASTORE_QUOTA_MAX_NAMESPACES", "1e6", "cannot parse '1e6' as int"),
     ("METASTORE_QUOTA_MAX_VIEWS", "10000000000000", "between 0 and"),
+    ("METASTORE_PIN_CPU", "one", "must be a CPU number or empty (off), got 'one'"),
+    ("METASTORE_PIN_CPU", "-1", "must be a CPU number or empty (off)"),
+    ("METASTORE_PIN_CPU", " 1", "must be a CPU number or empty (off)"),
+    ("METASTORE_PIN_CPU", "0,1", "must be a CPU number or empty (off)"),
+    ("METASTORE_PIN_CPU", "\u0661", "must be a CPU number or empty (off)"),  # Arabic-Indic 1
+    ("METASTORE_PIN_CPU", str(max(os.sched_getaffinity(0)) + 1), "is not one this node may"),
 ]
 
 
@@ -163,8 +169,11 @@ def test_accepted_settings() -> None:
         "METASTORE_FSYNC": "off",
         "METASTORE_QUOTA_REQUESTS_PER_SECOND": "2.5",
         "METASTORE_QUOTA_MAX_TABLES": "10000",
+        "METASTORE_PIN_CPU": str(min(os.sched_getaffinity(0))),
     }
     config = ServerConfig.load({}, env=env)
+    assert config.pinned_cpu == min(os.sched_getaffinity(0))
+    assert ServerConfig().pinned_cpu is None  # off unless set
     assert (config.quota_requests_per_second, config.quota_max_tables) == (2.5, 10_000)
     assert config.clients == {"alice": SECRET, "bob.svc-1": f"{SECRET}:with:colons"}
     assert config.auth_enabled and not config.fsync and config.lease_seconds == 1.5
@@ -275,6 +284,7 @@ def assert_refused(done: subprocess.CompletedProcess[str], *parts: str) -> None:
         ({"METASTORE_TOKEN_TTL_SECONDS": "-5"}, ("METASTORE_TOKEN_TTL_SECONDS",)),
         ({"METASTORE_LEASE_SECONDS": "nan"}, ("METASTORE_LEASE_SECONDS", "nan")),
         ({"METASTORE_LOG_LEVEL": "LOUD"}, ("METASTORE_LOG_LEVEL",)),
+        ({"METASTORE_PIN_CPU": "4096"}, ("METASTORE_PIN_CPU: CPU 4096 is not one",)),
         (
             {"METASTORE_WAREHOUSE": "s3://b/wh", "METASTORE_WAREHOUSE_VENDING": '{"role-arn": 1}'},
             ("METASTORE_WAREHOUSE_VENDING", "role-arn must be an IAM role ARN"),

@@ -30,6 +30,7 @@ from ssl import SSLContext
 
 from aiohttp import web
 
+from metastore import cpu_pinning
 from metastore.api.heap import (
     freeze_survivors,
     reclaim_every,
@@ -139,6 +140,9 @@ async def _serve(
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
+    # before the app starts any thread: they all inherit the CPU (``cpu_pinning``)
+    pinned = config.pinned_cpu
+    cpus = None if pinned is None else cpu_pinning.pin(pinned)
     runner = web.AppRunner(
         app, keepalive_timeout=config.header_timeout_s, shutdown_timeout=SHUTDOWN_TIMEOUT_S
     )
@@ -148,6 +152,8 @@ async def _serve(
         # close what the cleanup contexts opened before the one that failed
         await runner.cleanup()
         raise
+    if cpus is not None:  # the store is open: its background threads exist
+        cpu_pinning.free_background(cpus)
     settle_after_startup()  # the app and its state are loaded: freeze them (``heap``)
     freeze_survivors()  # and from now on what each full collection leaves
     reclaimer = asyncio.create_task(reclaim_every(config.gc_reclaim_s))
