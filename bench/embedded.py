@@ -9,7 +9,9 @@ Scenarios:
 
 1. hot catalog: ``--concurrency`` clients, every commit creates one table in ONE catalog.
 2. many catalogs: the same load spread round-robin over ``--catalogs`` catalogs.
-3. both with ``--fsync`` and with ``--no-fsync`` (a separate node each).
+3. both with ``--fsync`` and with ``--no-fsync`` (a separate node each), and with
+   ``--fsync`` once more on a node whose interpreter threads are pinned to one CPU
+   (``METASTORE_PIN_CPU``, ``--pin-cpu``: the last CPU unless ``''``), same run.
 4. the bare-aiohttp ceiling: the same POST load against an app that only answers
    (``bench/scenarios/aiohttp_ceiling.py``), in the same run; the write scenarios are
    also shown as a share of it.
@@ -93,7 +95,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="both",
         help="nodes to measure writes on: --fsync, --no-fsync or both",
     )
+    last_cpu = max(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    parser.add_argument(
+        "--pin-cpu",
+        default="" if last_cpu is None else str(last_cpu),
+        help="also measure the writes with fsync on a node whose interpreter threads are "
+        "pinned to this CPU (METASTORE_PIN_CPU; default: the last CPU, '' = not)",
+    )
     args = parser.parse_args(argv)
+    if args.pin_cpu and not args.pin_cpu.isdigit():
+        parser.error(f"--pin-cpu must be a CPU number or '', got {args.pin_cpu!r}")
     if args.quick:
         args.seconds, args.tables, args.samples = 2.0, 5000, min(args.samples, 500)
     if args.warmup is None:
@@ -132,6 +143,11 @@ def run(args: argparse.Namespace) -> int:
                 results, stopped = embedded_writes.measure(Path(tmp), fsync, args, failures)
                 throughput += results
                 nodes_ok &= stopped
+            if args.pin_cpu and True in modes:
+                pin = int(args.pin_cpu)
+                results, stopped = embedded_writes.measure(Path(tmp), True, args, failures, pin)
+                throughput += results
+                nodes_ok &= stopped
             if not args.skip_engine and True in modes:
                 engines = engine_alone.measure(Path(tmp), True, args, failures)
         if not args.skip_big:
@@ -154,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
         "of_ceiling": None
         if ceiling is None or not ceiling.commits_per_s
         else {
-            f"{r.scenario} / {'fsync' if r.fsync else 'no-fsync'}": r.commits_per_s
+            f"{r.label} / {'fsync' if r.fsync else 'no-fsync'}": r.commits_per_s
             / ceiling.commits_per_s
             for r in throughput
         },

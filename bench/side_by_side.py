@@ -8,7 +8,10 @@ the drift, so their ratio is the change's. The "base" tree is a git worktree of
 ``--base`` (a revision; ``HEAD~1`` by default), made in a temporary directory and
 removed at the end, or an existing tree given with ``--base-tree``; "this" is this
 checkout, uncommitted changes included. Each node runs in its own tree (its working
-directory and ``PYTHONPATH``), with ``--fsync`` as a node runs by default.
+directory and ``PYTHONPATH``), with ``--fsync`` as a node runs by default. ``--env
+NAME=VALUE`` (repeatable) sets a variable for this checkout's node only, and
+``--base-env`` for the base's: with ``--base HEAD`` the two nodes run the same code,
+and the ratio is the setting's (``--env METASTORE_PIN_CPU=1``).
 
 Each round, each node in turn (the order swapped every round): ``--ops`` creates of
 new tables, ``--ops`` commit steps on one table (one set-properties each, the
@@ -62,6 +65,7 @@ class Side:
     name: str
     tree: Path
     revision: str
+    env: dict[str, str]  # the node's variables besides this process's
     node: NodeProcess
     catalog: RestCatalog
     hot: Table
@@ -95,7 +99,16 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=10, help="recorded rounds (default 10)")
     parser.add_argument("--ops", type=int, default=50, help="operations per phase and round")
     parser.add_argument("--out", type=Path, default=OUT_PATH, help="the summary's JSON file")
+    for flag, side in (("--env", "this checkout's"), ("--base-env", "the base's")):
+        parser.add_argument(
+            flag, action="append", default=[], metavar="NAME=VALUE", help=f"for {side} node"
+        )
     args = parser.parse_args(argv)
+    for flag in ("env", "base_env"):
+        pairs = [item.partition("=") for item in getattr(args, flag)]
+        if any(not name or not sep for name, sep, _ in pairs):
+            parser.error(f"--{flag.replace('_', '-')} takes NAME=VALUE")
+        setattr(args, flag, {name: value for name, _, value in pairs})
     if args.rounds < 1 or args.ops < 1:
         parser.error("--rounds and --ops must be at least 1")
     if args.base_tree is not None and not (args.base_tree / "metastore" / "__main__.py").is_file():
@@ -139,14 +152,14 @@ def worktree(revision: str, parent: Path) -> Iterator[Path]:
         )
 
 
-def start_side(name: str, tree: Path, work: Path) -> Side:
+def start_side(name: str, tree: Path, work: Path, env: dict[str, str]) -> Side:
     data = work / "nodes" / name / "data"
     data.parent.mkdir(parents=True)
-    node = NodeProcess(data, env={"PYTHONPATH": str(tree)}, cwd=tree).start(120)
+    node = NodeProcess(data, env={**env, "PYTHONPATH": str(tree)}, cwd=tree).start(120)
     catalog = RestCatalog(name, uri=node.url)
     catalog.create_namespace("bench")
     hot = catalog.create_table(("bench", "hot"), SCHEMA)
-    return Side(name, tree, revision_of(tree), node, catalog, hot)
+    return Side(name, tree, revision_of(tree), env, node, catalog, hot)
 
 
 def run_round(side: Side, ops: int, record: bool, progress: Progress) -> None:
@@ -189,6 +202,8 @@ def summary(base: Side, this: Side, rounds: int, ops: int) -> dict[str, Any]:
     return {
         "base": base.revision,
         "this": this.revision,
+        "base_env": base.env,
+        "this_env": this.env,
         "rounds": rounds,
         "ops_per_phase_and_round": ops,
         "phases": phases,
@@ -211,7 +226,11 @@ def print_summary(report: dict[str, Any]) -> None:
             ]
         )
     headers = ["phase", "p50 ms base / this", "÷", "p99 ms", "÷", "node CPU ms per op", "÷"]
-    print(f"\nbase {report['base']}, this {report['this']}")
+    shown = {
+        side: report[side] + "".join(f" {k}={v}" for k, v in report[f"{side}_env"].items())
+        for side in ("base", "this")
+    }
+    print(f"\nbase {shown['base']}, this {shown['this']}")
     print(table(headers, rows))
     print("(loads write nothing: their ratio is the setup's own bias)")
 
@@ -226,8 +245,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         base_tree = args.base_tree or stack.enter_context(worktree(args.base, work))
         sides: list[Side] = []
         try:
-            for name, tree in (("base", base_tree.resolve()), ("this", REPO_ROOT)):
-                sides.append(start_side(name, tree, work))
+            trees = (("base", base_tree.resolve(), args.base_env), ("this", REPO_ROOT, args.env))
+            for name, tree, env in trees:
+                sides.append(start_side(name, tree, work, env))
                 print(f"{name}: {sides[-1].revision} at {tree}, node {sides[-1].node.url}")
             measure(sides, args.rounds, args.ops)
         except Exception as exc:  # a node that died, an answer that was not 2xx

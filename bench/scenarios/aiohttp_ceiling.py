@@ -98,7 +98,7 @@ def section(ceiling: ThroughputResult | None, nodes: Sequence[ThroughputResult])
         return []
     rows = [
         [
-            r.scenario,
+            r.scenario if r is ceiling else r.label,
             "-" if r is ceiling else ("on" if r.fsync else "off"),
             f"{r.commits_per_s:.0f}",
             ratio(r.commits_per_s, ceiling.commits_per_s),
@@ -144,7 +144,7 @@ def summary_rows(ceiling: ThroughputResult | None, nodes: Sequence[ThroughputRes
         rows.append(
             Row(
                 "embedded",
-                f"{r.scenario} ({mode}) commits/s vs ceiling",
+                f"{r.label} ({mode}) commits/s vs ceiling",
                 rate,
                 base_rate,
                 at_least(1 / 3) if r.fsync else None,
@@ -154,7 +154,7 @@ def summary_rows(ceiling: ThroughputResult | None, nodes: Sequence[ThroughputRes
             rows.append(
                 Row(
                     "embedded",
-                    f"{r.scenario} ({mode}) p99",
+                    f"{r.label} ({mode}) p99",
                     Figure("node", r.latency.p99, "ms"),
                     None,
                     at_most(50),
@@ -163,7 +163,7 @@ def summary_rows(ceiling: ThroughputResult | None, nodes: Sequence[ThroughputRes
         rows.append(
             Row(
                 "embedded",
-                f"{r.scenario} ({mode}) server cpu per answer",
+                f"{r.label} ({mode}) server cpu per answer",
                 Figure("node", _cpu_ms(r), "ms"),
                 base_cpu,
             )

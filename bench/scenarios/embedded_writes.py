@@ -13,7 +13,7 @@ import argparse
 import asyncio
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.load import Client, Failures, Latency, Progress, closed_loop, new_session
@@ -45,6 +45,12 @@ class ThroughputResult:
     errors: int
     # the collector's pauses over the node's CPU time (every thread waits for one)
     collector_share: float | None = None
+    pinned_cpu: int | None = None  # the node's METASTORE_PIN_CPU (None: not pinned)
+
+    @property
+    def label(self) -> str:
+        """The scenario, and the CPU its node's interpreter threads were pinned to."""
+        return self.scenario + ("" if self.pinned_cpu is None else ", pinned")
 
 
 COUNTERS = (  # the node's counters a load's result reads, before and after it
@@ -199,21 +205,30 @@ async def run_writes(
 
 
 def measure(
-    tmp: Path, fsync: bool, args: argparse.Namespace, failures: Failures
+    tmp: Path,
+    fsync: bool,
+    args: argparse.Namespace,
+    failures: Failures,
+    pin: int | None = None,
 ) -> tuple[list[ThroughputResult], bool]:
-    """Both loads on a fresh node started with ``--fsync`` or ``--no-fsync``; the results
-    and whether the node then stopped cleanly."""
+    """Both loads on a fresh node started with ``--fsync`` or ``--no-fsync``, its
+    interpreter threads pinned to CPU ``pin`` if given (never pinned otherwise, whatever
+    this process's environment says); the results and whether the node then stopped
+    cleanly."""
     flag = "--fsync" if fsync else "--no-fsync"
-    data_dir = tmp / f"node-{flag.lstrip('-')}" / "data"
+    where = "" if pin is None else f"-cpu{pin}"
+    data_dir = tmp / f"node-{flag.lstrip('-')}{where}" / "data"
     data_dir.parent.mkdir(parents=True)
-    print(f"== throughput, node started with {flag} ==", flush=True)
-    node = NodeProcess(data_dir, extra_args=(flag,)).start()
+    pinned = "" if pin is None else f", METASTORE_PIN_CPU={pin}"
+    print(f"== throughput, node started with {flag}{pinned} ==", flush=True)
+    env = {"METASTORE_PIN_CPU": "" if pin is None else str(pin)}
+    node = NodeProcess(data_dir, extra_args=(flag,), env=env).start()
     results: list[ThroughputResult] = []
     try:
         results = asyncio.run(run_writes(node.url, node.pid, fsync, args, failures))
     finally:
         stopped = stop_checked(node)
-    return results, stopped
+    return [replace(r, pinned_cpu=pin) for r in results], stopped
 
 
 def section(results: Sequence[ThroughputResult]) -> list[str]:
@@ -222,7 +237,7 @@ def section(results: Sequence[ThroughputResult]) -> list[str]:
         return []
     rows = [
         [
-            r.scenario,
+            r.label,
             "on" if r.fsync else "off",
             str(r.concurrency),
             str(r.commits),

@@ -1,6 +1,8 @@
 """The catalogs the PyIceberg benchmark compares, each a context manager yielding one.
 
 - ``metastore``: an embedded node (child process, fsync on) through ``RestCatalog``;
+- ``metastore-pinned``: the same, its interpreter threads pinned to the last CPU this
+  process may use (``METASTORE_PIN_CPU``), as a node with a CPU to itself would run;
 - ``sql-sqlite``: PyIceberg's ``SqlCatalog`` on a SQLite file;
 - ``sql-postgres``: ``SqlCatalog`` on PostgreSQL from Debian's ``postgresql`` package
   (15 on bookworm), a private cluster (``initdb``) started on a loopback port in a temp
@@ -36,15 +38,30 @@ def pg_bin() -> Path | None:
     return max(found, key=lambda p: int(p.parent.name), default=None) if found else None
 
 
+def last_cpu() -> int | None:
+    """The CPU a pinned node takes: the last this process may use (None: no pinning)."""
+    return max(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+
+
 @contextmanager
-def metastore_backend(root: Path) -> Iterator[Catalog]:
-    node = NodeProcess(root / "node" / "data", log_path=root / "node.log")
+def metastore_backend(root: Path, pin: int | None = None) -> Iterator[Catalog]:
+    """A node, pinned to CPU ``pin`` if given, never otherwise (whatever the environment
+    of this process says)."""
+    env = {"METASTORE_PIN_CPU": "" if pin is None else str(pin)}
+    node = NodeProcess(root / "node" / "data", log_path=root / "node.log", env=env)
     with node:
         catalog = RestCatalog("bench", uri=node.url)
         try:
             yield catalog
         finally:
             catalog.close()
+
+
+def metastore_pinned_backend(root: Path) -> AbstractContextManager[Catalog]:
+    cpu = last_cpu()
+    if cpu is None:
+        raise RuntimeError("pinning needs Linux (sched_setaffinity)")
+    return metastore_backend(root, cpu)
 
 
 @contextmanager
@@ -149,6 +166,7 @@ class PostgresProcess(Child):
 Backend = Callable[[Path], AbstractContextManager[Catalog]]
 BACKENDS: dict[str, Backend] = {
     "metastore": metastore_backend,
+    "metastore-pinned": metastore_pinned_backend,
     "sql-sqlite": sqlite_backend,
     "sql-postgres": postgres_backend,
 }
