@@ -5,6 +5,7 @@ package even when this checkout is installed, and the tool's report names both."
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import urllib.request
@@ -74,12 +75,17 @@ def _tool(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
 def test_the_tool_measures_both_trees_and_reports_them(tmp_path: Path, other_tree: Path) -> None:
     out = tmp_path / "side.json"
     args = ["--base-tree", str(other_tree), "--rounds", "1", "--ops", "2", "--out", str(out)]
+    cpu = str(min(os.sched_getaffinity(0)))
+    args += ["--env", f"METASTORE_PIN_CPU={cpu}", "--base-env", "METASTORE_LOG_LEVEL=WARNING"]
     done = _tool(*args, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(out.read_text())
     assert report["base"] == "(not a git tree)"  # the exported tree names no commit
     assert report["this"] != report["base"]
     assert report["rounds"] == 1 and report["ops_per_phase_and_round"] == 2
+    assert report["this_env"] == {"METASTORE_PIN_CPU": cpu}
+    assert report["base_env"] == {"METASTORE_LOG_LEVEL": "WARNING"}
+    assert f"METASTORE_PIN_CPU={cpu}" in done.stdout
     assert set(report["phases"]) == {"create", "step", "load"}
     for figures in report["phases"].values():
         assert figures["base"]["p50_ms"] > 0 and figures["this"]["p50_ms"] > 0
@@ -101,3 +107,18 @@ def test_a_base_tree_that_is_not_one_is_refused_in_one_line(tmp_path: Path) -> N
     done = _tool("--base-tree", str(tmp_path))
     assert done.returncode == 2
     assert f"--base-tree {tmp_path} is not a source tree of this service" in done.stderr
+
+
+def test_a_variable_given_with_env_reaches_this_checkouts_node(other_tree: Path) -> None:
+    """A setting the node refuses stops this checkout's node, not the base's."""
+    done = _tool("--base-tree", str(other_tree), "--env", "METASTORE_PIN_CPU=4096")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "base: " in done.stdout and "this: " not in done.stdout  # the base node started
+    assert "error: " in done.stderr
+
+
+@pytest.mark.parametrize("pair", ["NOVALUE", "=value"])
+def test_a_variable_that_is_not_name_equals_value_is_refused(pair: str) -> None:
+    done = _tool("--env", pair)
+    assert done.returncode == 2
+    assert "--env takes NAME=VALUE" in done.stderr
