@@ -42,7 +42,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bench import summary as bench_summary
-from bench.load import Failures
+from bench.load import Failures, last_cpu
 from bench.report import command_line, machine, print_outcome, save_report
 from bench.scenarios import aiohttp_ceiling, big_namespace, embedded_writes, engine_alone
 from bench.scenarios.big_namespace import BigNamespaceResult
@@ -95,10 +95,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="both",
         help="nodes to measure writes on: --fsync, --no-fsync or both",
     )
-    last_cpu = max(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    pin = last_cpu()
     parser.add_argument(
         "--pin-cpu",
-        default="" if last_cpu is None else str(last_cpu),
+        default="" if pin is None else str(pin),
         help="also measure the writes with fsync on a node whose interpreter threads are "
         "pinned to this CPU (METASTORE_PIN_CPU; default: the last CPU, '' = not)",
     )

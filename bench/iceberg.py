@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
         for name, catalog in catalogs.items():
             if args.skip_appenders:
                 break
-            if name == PINNED:  # the appenders' figure is the rebase's, pinned or not
+            if name == PINNED:  # their rate is the clients' (README), pinned node or not
                 continue
             print(f"\n== {name}: concurrent appenders ==", flush=True)
             try:

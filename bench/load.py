@@ -268,3 +268,10 @@ def children_cpu() -> float:
         if int(fields[1]) == me:  # ppid; utime and stime are the 14th and 15th fields
             total += int(fields[11]) + int(fields[12])
     return total / os.sysconf("SC_CLK_TCK")
+
+
+def last_cpu() -> int | None:
+    """The CPU a benchmark pins a node to (``METASTORE_PIN_CPU``): the last this process
+    may use, so the node and the first CPU's interrupts keep apart; None where threads
+    cannot be pinned (not Linux)."""
+    return max(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None

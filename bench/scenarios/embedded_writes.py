@@ -49,7 +49,7 @@ class ThroughputResult:
 
     @property
     def label(self) -> str:
-        """The scenario, and the CPU its node's interpreter threads were pinned to."""
+        """The scenario, marked when its node's interpreter threads were pinned to a CPU."""
         return self.scenario + ("" if self.pinned_cpu is None else ", pinned")
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import RestCatalog
 
+from bench.load import last_cpu
 from harness.node import NodeProcess
 from harness.process import Child, free_port
 
@@ -36,11 +37,6 @@ def pg_bin() -> Path | None:
     """The newest installed PostgreSQL's programs (``initdb``, ``pg_ctl``), if any."""
     found = [p.parent for p in PG_ROOT.glob("*/bin/initdb")]
     return max(found, key=lambda p: int(p.parent.name), default=None) if found else None
-
-
-def last_cpu() -> int | None:
-    """The CPU a pinned node takes: the last this process may use (None: no pinning)."""
-    return max(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
 
 
 @contextmanager

@@ -441,7 +441,8 @@ P99_PER_P50 = 3.0  # the target: commit p99 at most this many times its own p50
 def summary_rows(results: Mapping[str, Mapping[str, float]]) -> list[Row]:
     """The summary's rows: each figure of this service against each ``SqlCatalog`` (the
     target against SQLite; a rate at least equal, a latency at most equal), and the
-    commit step's p99 against its own p50."""
+    commit step's p99 against its own p50; the same again for the pinned node, if it
+    ran, under the same targets."""
     rows: list[Row] = []
     for name in (OURS, PINNED):
         ours = results.get(name)
