@@ -24,6 +24,8 @@ result.
    third of the clients talk to the owner of a given partition, the rest are
    forwarded; "forwarded" reports the measured share (below 2/3 when the owner's
    own clients, being faster, send more).
+3b. 1 node again, its interpreter threads pinned to one CPU (``METASTORE_PIN_CPU``,
+   ``--pin-cpu``: the last CPU unless ``''``), both loads; its log is not replayed.
 4. replay: each cluster's log replayed into a fresh directory (the function
    behind ``metastore replay``) next to a raw consumer reading the same topics
    (read_committed, every partition of both, from the beginning). Both rates
@@ -59,7 +61,7 @@ from typing import Any
 import confluent_kafka
 
 from bench import summary as bench_summary
-from bench.load import Failures
+from bench.load import Failures, last_cpu
 from bench.report import command_line, machine, print_outcome, ratio, save_report, table
 from bench.scenarios import cluster_writes, raw_broker, replay
 from bench.scenarios.cluster_writes import LoadResult, count_transactions, run_cluster
@@ -86,10 +88,10 @@ def summary(
     parts += raw_broker.section(raw)
     parts += cluster_writes.section(loads)
     if loads:
-        single = {r.scenario: r for r in loads if r.nodes == 1}
+        single = unpinned_single(loads)
         rows = [
             [
-                f"{r.scenario}, {r.nodes} node{'s' if r.nodes > 1 else ''}",
+                r.label,
                 f"{r.commits_per_s:.0f}",
                 *(ratio(r.commits_per_s, d.txn_per_s) for d in raw),
                 ratio(r.commits_per_s, single[r.scenario].commits_per_s)
@@ -116,7 +118,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--idle", type=float, default=1.0, help="replay's idle window (s)")
     parser.add_argument("--skip-raw", action="store_true")
     parser.add_argument("--skip-replay", action="store_true")
+    pin = last_cpu()
+    parser.add_argument(
+        "--pin-cpu",
+        default="" if pin is None else str(pin),
+        help="also run both loads through one node whose interpreter threads are pinned to "
+        "this CPU (METASTORE_PIN_CPU; default: the last CPU, '' = not)",
+    )
     args = parser.parse_args(argv)
+    if args.pin_cpu and not args.pin_cpu.isdigit():
+        parser.error(f"--pin-cpu must be a CPU number or '', got {args.pin_cpu!r}")
     if args.quick:
         args.seconds = 2.0
     if args.warmup is None:
@@ -183,6 +194,14 @@ def run(args: argparse.Namespace) -> int:
             nodes_ok &= stopped
             loads += results
             logs.append((f"{name} log", config, results))
+        if args.pin_cpu:  # its log is not replayed: the replays above read the same records
+            pin = int(args.pin_cpu)
+            print(f"\n== 1 node, METASTORE_PIN_CPU={pin} ==", flush=True)
+            results, _, stopped = run_cluster(
+                broker, f"bench{run_id}-n1p", 1, Path(tmp) / "n1p", args, failures, pin
+            )
+            nodes_ok &= stopped
+            loads += results
         if not args.skip_replay:
             for name, config, results in logs:
                 print(f"\n== replay of the {name} ==", flush=True)
@@ -218,28 +237,29 @@ def summary_rows(
     replay against a raw consumer of the same log."""
     Row, Figure = bench_summary.Row, bench_summary.Figure
     raws = {(r.producers, r.read_back): r for r in raw}
-    single = {r.scenario: r for r in loads if r.nodes == 1}
     rows: list[bench_summary.Row] = []
 
-    def against(scenario: str, producers: int, read_back: bool, target: float | None) -> None:
-        load, base = single.get(scenario), raws.get((producers, read_back))
-        if load is None or base is None:
+    def against(load: LoadResult, producers: int, read_back: bool, target: float | None) -> None:
+        base = raws.get((producers, read_back))
+        if base is None:
             return
         rows.append(
             Row(
                 "cluster",
-                f"{scenario}, 1 node vs raw txn/s {raw_broker.label(base)}",
+                f"{load.label} vs raw txn/s {raw_broker.label(base)}",
                 Figure("node", load.commits_per_s, "/s"),
                 Figure("raw", base.txn_per_s, "/s"),
                 None if target is None else bench_summary.at_least(target),
             )
         )
 
-    against("hot catalog", 1, False, 1.0)
     partitions = max((p for p, _ in raws), default=1)
-    for scenario in (s for s in single if s != "hot catalog"):
-        for read_back in (False, True):
-            against(scenario, partitions, read_back, None)
+    for load in (r for r in loads if r.nodes == 1):
+        if load.scenario == "hot catalog":
+            against(load, 1, False, 1.0)
+        else:
+            for read_back in (False, True):
+                against(load, partitions, read_back, None)
     for log in replays:
         rows.append(
             Row(
@@ -250,6 +270,11 @@ def summary_rows(
             )
         )
     return rows
+
+
+def unpinned_single(loads: Sequence[LoadResult]) -> dict[str, LoadResult]:
+    """Each load through one unpinned node, by scenario: what 3 nodes are compared with."""
+    return {r.scenario: r for r in loads if r.nodes == 1 and r.pinned_cpu is None}
 
 
 def _without_marks(load: LoadResult) -> dict[str, Any]:
@@ -267,13 +292,14 @@ def ratios(
         return a / b if b and not math.isnan(a) and not math.isnan(b) else None
 
     out: dict[str, float | None] = {}
-    single = {r.scenario: r for r in loads if r.nodes == 1}
+    single = unpinned_single(loads)
 
     def key(text: str) -> str:
         return text.replace(" ", "_")
 
     for load in loads:
         name = f"{key(load.scenario)}_{load.nodes}n"
+        name += "" if load.pinned_cpu is None else "_pinned"
         for base in raw:
             out[f"{name}_per_raw_{key(raw_broker.label(base))}"] = div(
                 load.commits_per_s, base.txn_per_s

@@ -15,7 +15,7 @@ import asyncio
 import itertools
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,13 @@ class LoadResult:
     ref_records: int | None = None  # one per durable write of a catalog (group commit)
     commits_per_txn: float | None = None
     marks: tuple[Marks, Marks] = field(default=({}, {}), repr=False)
+    pinned_cpu: int | None = None  # the nodes' METASTORE_PIN_CPU (None: not pinned)
+
+    @property
+    def label(self) -> str:
+        """The load, its number of nodes, and whether they were pinned to a CPU."""
+        nodes = f"{self.nodes} node{'s' if self.nodes > 1 else ''}"
+        return f"{self.scenario}, {nodes}" + ("" if self.pinned_cpu is None else ", pinned")
 
 
 class Tokens:
@@ -232,9 +239,15 @@ def run_cluster(
     root: Path,
     args: argparse.Namespace,
     failures: Failures,
+    pin: int | None = None,
 ) -> tuple[list[LoadResult], ClusterConfig, bool]:
-    """Start ``size`` nodes on a fresh prefix, run both loads, stop them gracefully."""
-    nodes = Cluster(broker.bootstrap, prefix, root, size, args.partitions, shared_warehouse=True)
+    """Start ``size`` nodes on a fresh prefix, their interpreter threads pinned to CPU
+    ``pin`` if given (never otherwise, whatever this process's environment says), run
+    both loads, stop them gracefully."""
+    env = {"METASTORE_PIN_CPU": "" if pin is None else str(pin)}
+    nodes = Cluster(
+        broker.bootstrap, prefix, root, size, args.partitions, env=env, shared_warehouse=True
+    )
     started = time.perf_counter()
     try:
         nodes.start()
@@ -248,6 +261,7 @@ def run_cluster(
     except BaseException:
         nodes.kill()
         raise
+    results = [replace(r, pinned_cpu=pin) for r in results]
     return results, nodes.config, nodes.stop_all()
 
 
@@ -267,7 +281,7 @@ def section(loads: Sequence[LoadResult]) -> list[str]:
         return []
     rows = [
         [
-            f"{r.scenario}, {r.nodes} node{'s' if r.nodes > 1 else ''}",
+            r.label,
             str(r.partitions_used),
             str(r.commits),
             f"{r.commits_per_s:.0f}",
