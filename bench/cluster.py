@@ -61,7 +61,7 @@ from typing import Any
 import confluent_kafka
 
 from bench import summary as bench_summary
-from bench.load import Failures, last_cpu
+from bench.load import Failures, add_pin_cpu_option
 from bench.report import command_line, machine, print_outcome, ratio, save_report, table
 from bench.scenarios import cluster_writes, raw_broker, replay
 from bench.scenarios.cluster_writes import LoadResult, count_transactions, run_cluster
@@ -118,16 +118,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--idle", type=float, default=1.0, help="replay's idle window (s)")
     parser.add_argument("--skip-raw", action="store_true")
     parser.add_argument("--skip-replay", action="store_true")
-    pin = last_cpu()
-    parser.add_argument(
-        "--pin-cpu",
-        default="" if pin is None else str(pin),
-        help="also run both loads through one node whose interpreter threads are pinned to "
-        "this CPU (METASTORE_PIN_CPU; default: the last CPU, '' = not)",
-    )
+    add_pin_cpu_option(parser, "run both loads through one node whose threads are")
     args = parser.parse_args(argv)
-    if args.pin_cpu and not args.pin_cpu.isdigit():
-        parser.error(f"--pin-cpu must be a CPU number or '', got {args.pin_cpu!r}")
     if args.quick:
         args.seconds = 2.0
     if args.warmup is None:
@@ -194,8 +186,8 @@ def run(args: argparse.Namespace) -> int:
             nodes_ok &= stopped
             loads += results
             logs.append((f"{name} log", config, results))
-        if args.pin_cpu:  # its log is not replayed: the replays above read the same records
-            pin = int(args.pin_cpu)
+        if args.pin_cpu is not None:  # not replayed: the replays read the same records
+            pin = args.pin_cpu
             print(f"\n== 1 node, METASTORE_PIN_CPU={pin} ==", flush=True)
             results, _, stopped = run_cluster(
                 broker, f"bench{run_id}-n1p", 1, Path(tmp) / "n1p", args, failures, pin

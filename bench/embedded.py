@@ -42,7 +42,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bench import summary as bench_summary
-from bench.load import Failures, last_cpu
+from bench.load import Failures, add_pin_cpu_option
 from bench.report import command_line, machine, print_outcome, save_report
 from bench.scenarios import aiohttp_ceiling, big_namespace, embedded_writes, engine_alone
 from bench.scenarios.big_namespace import BigNamespaceResult
@@ -95,16 +95,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="both",
         help="nodes to measure writes on: --fsync, --no-fsync or both",
     )
-    pin = last_cpu()
-    parser.add_argument(
-        "--pin-cpu",
-        default="" if pin is None else str(pin),
-        help="also measure the writes with fsync on a node whose interpreter threads are "
-        "pinned to this CPU (METASTORE_PIN_CPU; default: the last CPU, '' = not)",
-    )
+    add_pin_cpu_option(parser, "measure the writes with fsync on a node whose threads are")
     args = parser.parse_args(argv)
-    if args.pin_cpu and not args.pin_cpu.isdigit():
-        parser.error(f"--pin-cpu must be a CPU number or '', got {args.pin_cpu!r}")
     if args.quick:
         args.seconds, args.tables, args.samples = 2.0, 5000, min(args.samples, 500)
     if args.warmup is None:
@@ -143,8 +135,8 @@ def run(args: argparse.Namespace) -> int:
                 results, stopped = embedded_writes.measure(Path(tmp), fsync, args, failures)
                 throughput += results
                 nodes_ok &= stopped
-            if args.pin_cpu and True in modes:
-                pin = int(args.pin_cpu)
+            if args.pin_cpu is not None and True in modes:
+                pin = args.pin_cpu
                 results, stopped = embedded_writes.measure(Path(tmp), True, args, failures, pin)
                 throughput += results
                 nodes_ok &= stopped

@@ -11,6 +11,7 @@ too).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import math
@@ -275,3 +276,23 @@ def last_cpu() -> int | None:
     may use, so the node and the first CPU's interrupts keep apart; None where threads
     cannot be pinned (not Linux)."""
     return max(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+
+
+def add_pin_cpu_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--pin-cpu N`` (``last_cpu()`` by default, ``''`` for none): ``args.pin_cpu`` is
+    the CPU a benchmark's extra, pinned node takes, or None."""
+    parser.add_argument(
+        "--pin-cpu",
+        type=_cpu_or_none,
+        default=last_cpu(),
+        metavar="N",
+        help=f"also {what} pinned to CPU N (METASTORE_PIN_CPU; default: the last CPU, '' = not)",
+    )
+
+
+def _cpu_or_none(text: str) -> int | None:
+    if text == "":
+        return None
+    if not text.isascii() or not text.isdigit():
+        raise argparse.ArgumentTypeError(f"must be a CPU number or '', got {text!r}")
+    return int(text)
