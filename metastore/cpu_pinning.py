@@ -28,6 +28,15 @@ log = logging.getLogger(__name__)
 BACKGROUND_PREFIXES = ("rocksdb:",)  # threads that run without the interpreter lock
 
 
+class PinRefused(Exception):
+    """The system would not pin the node's threads (a CPU taken offline since the
+    settings were checked, or a sandbox that forbids it): the node does not start."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 def parse(value: str) -> int | None:
     """The CPU ``value`` names, or None for "" (off); ValueError says why it cannot be."""
     if value == "":
@@ -47,7 +56,10 @@ def pin(cpu: int) -> frozenset[int]:
     """Pin the calling thread, and so every thread it starts from now on, to ``cpu``;
     returns the CPUs it could use before (for ``free_background``)."""
     before = frozenset(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {cpu})
+    try:
+        os.sched_setaffinity(0, {cpu})
+    except OSError as exc:
+        raise PinRefused(f"cannot pin to CPU {cpu} ({exc.strerror or exc})") from None
     log.info("interpreter threads pinned to CPU %d (of %s)", cpu, _ranges(before))
     return before
 

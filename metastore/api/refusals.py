@@ -3,8 +3,8 @@
 ``metastore serve`` turns the failures an operator can fix into that line on stderr
 and exit status 2: an address another process listens on, a data directory another
 process has open or that holds no database of this release, brokers the node cannot
-reach, changelog topics that would lose data. Anything else is a defect, and its
-traceback is the report.
+reach, changelog topics that would lose data, a CPU the system will not pin it to.
+Anything else is a defect, and its traceback is the report.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 
 from metastore.config import ServerConfig
+from metastore.cpu_pinning import PinRefused
 from metastore.persistence.rocksdb import StoreFormatError, StoreLocked, StoreUnreadable
 
 ADDRESS_ERRNOS = (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES)
@@ -50,6 +51,8 @@ def refusal(exc: BaseException, config: ServerConfig) -> str | None:
         )
     if isinstance(exc, OSError) and exc.errno in ADDRESS_ERRNOS:
         return address(config, exc)
+    if isinstance(exc, PinRefused):
+        return f"pin_cpu: {exc.message}; name another CPU in METASTORE_PIN_CPU, or leave it empty"
     return _cluster(exc, config)
 
 

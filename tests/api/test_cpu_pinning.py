@@ -6,6 +6,7 @@ kernel's view). Native threads libraries start at import, before the settings ar
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from pyiceberg.types import LongType, NestedField
 
 from harness.node import NodeProcess
 from metastore import cpu_pinning
+from metastore.api.refusals import refusal
+from metastore.config import ServerConfig
 
 CPUS = sorted(os.sched_getaffinity(0))
 
@@ -85,3 +88,21 @@ def test_only_background_threads_are_given_cpus_back(tmp_path: Path) -> None:
 )
 def test_cpu_sets_are_shown_as_ranges(cpus: set[int], shown: str) -> None:
     assert cpu_pinning._ranges(cpus) == shown
+
+
+def test_a_cpu_the_system_will_not_pin_to_stops_the_node_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A CPU taken offline since the settings were checked, or a sandbox that forbids
+    pinning: ``metastore serve`` prints this line and exits 2, no traceback."""
+
+    def forbidden(pid: int, cpus: object) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_setaffinity", forbidden)
+    with pytest.raises(cpu_pinning.PinRefused) as refused:
+        cpu_pinning.pin(CPUS[0])
+    assert refusal(refused.value, ServerConfig()) == (
+        f"pin_cpu: cannot pin to CPU {CPUS[0]} (Operation not permitted); name another CPU "
+        "in METASTORE_PIN_CPU, or leave it empty"
+    )
