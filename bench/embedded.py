@@ -136,8 +136,9 @@ def run(args: argparse.Namespace) -> int:
                 throughput += results
                 nodes_ok &= stopped
             if args.pin_cpu is not None and True in modes:
-                pin = args.pin_cpu
-                results, stopped = embedded_writes.measure(Path(tmp), True, args, failures, pin)
+                results, stopped = embedded_writes.measure(
+                    Path(tmp), True, args, failures, args.pin_cpu
+                )
                 throughput += results
                 nodes_ok &= stopped
             if not args.skip_engine and True in modes:

@@ -278,6 +278,12 @@ def last_cpu() -> int | None:
     return max(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
 
 
+def pin_env(pin: int | None) -> dict[str, str]:
+    """A benchmark node's ``METASTORE_PIN_CPU``: ``pin``, or empty (not pinned) whatever
+    this process's own environment says."""
+    return {"METASTORE_PIN_CPU": "" if pin is None else str(pin)}
+
+
 def add_pin_cpu_option(parser: argparse.ArgumentParser, what: str) -> None:
     """``--pin-cpu N`` (``last_cpu()`` by default, ``''`` for none): ``args.pin_cpu`` is
     the CPU a benchmark's extra, pinned node takes, or None."""

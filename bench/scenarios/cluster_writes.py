@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bench.load import Client, Failures, Latency, Progress, closed_loop, new_session
+from bench.load import Client, Failures, Latency, Progress, closed_loop, new_session, pin_env
 from bench.report import ms, pct, table
 from bench.scenarios.raw_broker import refs_census
 from harness.broker import BrokerProcess
@@ -244,7 +244,7 @@ def run_cluster(
     """Start ``size`` nodes on a fresh prefix, their interpreter threads pinned to CPU
     ``pin`` if given (never otherwise, whatever this process's environment says), run
     both loads, stop them gracefully."""
-    env = {"METASTORE_PIN_CPU": "" if pin is None else str(pin)}
+    env = pin_env(pin)
     nodes = Cluster(
         broker.bootstrap, prefix, root, size, args.partitions, env=env, shared_warehouse=True
     )

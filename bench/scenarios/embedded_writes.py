@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench.load import Client, Failures, Latency, Progress, closed_loop, new_session
+from bench.load import Client, Failures, Latency, Progress, closed_loop, new_session, pin_env
 from bench.report import ms, pct, table
 from harness.node import NodeProcess, stop_checked
 from harness.process import cpu_seconds
@@ -221,7 +221,7 @@ def measure(
     data_dir.parent.mkdir(parents=True)
     pinned = "" if pin is None else f", METASTORE_PIN_CPU={pin}"
     print(f"== throughput, node started with {flag}{pinned} ==", flush=True)
-    env = {"METASTORE_PIN_CPU": "" if pin is None else str(pin)}
+    env = pin_env(pin)
     node = NodeProcess(data_dir, extra_args=(flag,), env=env).start()
     results: list[ThroughputResult] = []
     try:

@@ -26,7 +26,7 @@ from pathlib import Path
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import RestCatalog
 
-from bench.load import last_cpu
+from bench.load import last_cpu, pin_env
 from harness.node import NodeProcess
 from harness.process import Child, free_port
 
@@ -43,7 +43,7 @@ def pg_bin() -> Path | None:
 def metastore_backend(root: Path, pin: int | None = None) -> Iterator[Catalog]:
     """A node, pinned to CPU ``pin`` if given, never otherwise (whatever the environment
     of this process says)."""
-    env = {"METASTORE_PIN_CPU": "" if pin is None else str(pin)}
+    env = pin_env(pin)
     node = NodeProcess(root / "node" / "data", log_path=root / "node.log", env=env)
     with node:
         catalog = RestCatalog("bench", uri=node.url)
