@@ -8,9 +8,11 @@ Secret settings are kept out of ``describe()`` and out of error messages.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -47,6 +49,7 @@ from metastore.config_rules import (
     parse_principal_ids,
     parse_string_map,
 )
+from metastore.credentials import ENV_PREFIX as CREDENTIALS_ENV_PREFIX
 from metastore.credentials import NODE_IO_ENV, Credentials, io_key_problem, is_secret_key
 from metastore.errors import BadRequest, InvalidName
 from metastore.locations import Location, is_inside
@@ -59,6 +62,18 @@ from metastore.storage import parse_prefix
 from metastore.vending import VendingSettings
 
 ENV_PREFIX = "METASTORE_"
+# METASTORE_* names a node's environment may hold that are not its settings: the
+# pipeline commands' client credentials (one environment often serves both), the
+# storage credential references a catalog may name at any time, and the test suite's
+# own variables. Any other METASTORE_* name is a misspelled setting and stops the node.
+NOT_SETTINGS = frozenset({"METASTORE_TOKEN", "METASTORE_CREDENTIAL"})
+NOT_SETTING_PREFIXES = (CREDENTIALS_ENV_PREFIX, "METASTORE_TEST_")
+# what Kubernetes puts in every pod's environment for a Service named "metastore"
+SERVICE_LINKS = re.compile(r"^METASTORE_(SERVICE_(HOST|PORT)\w*|PORT_\d+_(TCP|UDP|SCTP)\w*)$")
+SERVICE_LINK_HINT = (
+    "; Kubernetes sets it for a Service named metastore:"
+    " set enableServiceLinks: false in the pod, or name the Service otherwise"
+)
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 DAY_S = 86_400.0
 
@@ -469,6 +484,7 @@ class ServerConfig:
         environment variable, the ``--flag``, or the setting itself.
         """
         env = os.environ if env is None else env
+        _refuse_unknown_variables(env, {ENV_PREFIX + f.name.upper() for f in fields(cls)})
         values: dict[str, object] = {}
         source: dict[str, str] = {}
         for f in fields(cls):
@@ -493,6 +509,27 @@ class ServerConfig:
         return {k: "***" if k in SECRETS and v else v for k, v in values.items()}
 
 
+def _refuse_unknown_variables(env: Mapping[str, str], settings: set[str]) -> None:
+    """A METASTORE_* variable that names no setting stops the node: a misspelled name
+    (``METASTORE_PIN_CPUS``, ``METASTORE_AUHT``) would otherwise leave its setting at the
+    default without a word, and a default can be the unsafe side (auth ``auto``)."""
+    for variable in sorted(env):
+        if (
+            not variable.startswith(ENV_PREFIX)
+            or variable in settings
+            or variable in NOT_SETTINGS
+            or variable.startswith(NOT_SETTING_PREFIXES)
+        ):
+            continue
+        # compared without the shared prefix, which would make every name look close
+        names = sorted(name.removeprefix(ENV_PREFIX) for name in settings)
+        close = difflib.get_close_matches(variable.removeprefix(ENV_PREFIX), names, 1, 0.7)
+        hint = f"; did you mean {ENV_PREFIX}{close[0]}?" if close else ""
+        if SERVICE_LINKS.match(variable):
+            hint = SERVICE_LINK_HINT
+        raise ConfigError(variable, f"is not a setting of this node{hint}")
+
+
 _BOOLS = {"1": True, "true": True, "yes": True, "on": True}
 _BOOLS |= {"0": False, "false": False, "no": False, "off": False}
 
@@ -513,5 +550,6 @@ def _parse(name: str, variable: str, type_name: str, raw: str) -> object:
             value = float(raw)
     except (KeyError, ValueError):
         shown = "(secret)" if name in SECRETS else repr(raw)
-        raise ConfigError(name, f"cannot parse {shown} as {type_name}", variable) from None
+        hint = SERVICE_LINK_HINT if name == "port" and raw.startswith("tcp://") else ""
+        raise ConfigError(name, f"cannot parse {shown} as {type_name}{hint}", variable) from None
     return value

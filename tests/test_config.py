@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from dataclasses import fields
@@ -128,6 +129,14 @@ REFUSED_ENV: list[tuple[str, str, str]] = [
     ("METASTORE_PIN_CPU", "0,1", "must be a CPU number or empty (off)"),
     ("METASTORE_PIN_CPU", "\u0661", "must be a CPU number or empty (off)"),  # Arabic-Indic 1
     ("METASTORE_PIN_CPU", str(max(os.sched_getaffinity(0)) + 1), "is not one this node may"),
+    # a misspelled name would leave its setting at the default without a word
+    ("METASTORE_PIN_CPUS", "1", "is not a setting of this node; did you mean METASTORE_PIN_CPU?"),
+    ("METASTORE_AUHT", "on", "is not a setting of this node; did you mean METASTORE_AUTH?"),
+    ("METASTORE_AUTH_CLIENT", f"alice:{SECRET}", "did you mean METASTORE_AUTH_CLIENTS?"),
+    ("METASTORE_FSYNC_", "off", "did you mean METASTORE_FSYNC?"),
+    ("METASTORE_WAREHOUSE_CREDENTIAL", "{}", "did you mean METASTORE_WAREHOUSE_CREDENTIALS?"),
+    ("METASTORE_", "1", "is not a setting of this node"),
+    ("METASTORE_HOME", "/opt/metastore", "is not a setting of this node"),
 ]
 
 
@@ -142,6 +151,61 @@ def test_a_bad_setting_is_refused_naming_its_variable(
     assert problem in message, message
     assert "\n" not in message
     assert SECRET not in message
+
+
+def test_a_name_close_to_no_setting_gets_no_guess() -> None:
+    with pytest.raises(ConfigError) as refused:
+        ServerConfig.load({}, env={"METASTORE_HOME": "/opt/metastore"})
+    assert str(refused.value) == "METASTORE_HOME: is not a setting of this node"
+
+
+def test_kubernetes_service_links_are_named_as_such() -> None:
+    """A Service named metastore gives every pod METASTORE_PORT=tcp://... and more."""
+    links = {
+        "METASTORE_SERVICE_HOST": "10.0.0.7",
+        "METASTORE_SERVICE_PORT": "8181",
+        "METASTORE_PORT_8181_TCP_ADDR": "10.0.0.7",
+    }
+    for env in ({name: value} for name, value in links.items()):
+        with pytest.raises(ConfigError, match="Kubernetes sets it for a Service named metastore"):
+            ServerConfig.load({}, env=env)
+    with pytest.raises(ConfigError) as refused:
+        ServerConfig.load({}, env={"METASTORE_PORT": "tcp://10.0.0.7:8181"})
+    assert str(refused.value).startswith("METASTORE_PORT: cannot parse 'tcp://10.0.0.7:8181'")
+    assert "enableServiceLinks: false" in str(refused.value)
+
+
+def test_names_read_by_others_are_not_refused() -> None:
+    """The pipeline commands' client credentials, storage credential references (a
+    catalog created later may name any) and the test suite's variables share the prefix."""
+    env = {
+        "METASTORE_TOKEN": "a-token",
+        "METASTORE_CREDENTIAL": f"alice:{SECRET}",
+        "METASTORE_STORAGE_CREDENTIALS_LAKE": "{}",
+        "METASTORE_TEST_KAFKA": "127.0.0.1:9092",
+        "METASTORE_PORT": "8282",
+        "OTHER_METASTORE_THING": "x",
+    }
+    assert ServerConfig.load({}, env=env).port == 8282
+
+
+READS = re.compile(r'(?:\bget\(|getenv\(|^[A-Z_]+ = )"(METASTORE_[A-Z0-9_]*[A-Z0-9])"', re.M)
+
+
+def test_every_variable_the_tree_reads_passes_the_node() -> None:
+    """A variable some part of this repository reads (a command, a job, the harness,
+    the tests) may sit in a node's environment: it must not stop the node."""
+    root = Path(__file__).resolve().parents[1]
+    files = subprocess.run(
+        ["git", "ls-files", "*.py"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.split()
+    read = {name for f in files for name in READS.findall((root / f).read_text())}
+    assert {"METASTORE_TOKEN", "METASTORE_KAFKA", "METASTORE_TEST_KAFKA"} <= read
+    for name in sorted(read):
+        try:  # the value may be refused; the name must not be
+            ServerConfig.load({}, env={name: "x"})
+        except ConfigError as refused:
+            assert "is not a setting" not in str(refused), refused
 
 
 def test_secret_values_are_never_quoted() -> None:
@@ -285,6 +349,7 @@ def assert_refused(done: subprocess.CompletedProcess[str], *parts: str) -> None:
         ({"METASTORE_LEASE_SECONDS": "nan"}, ("METASTORE_LEASE_SECONDS", "nan")),
         ({"METASTORE_LOG_LEVEL": "LOUD"}, ("METASTORE_LOG_LEVEL",)),
         ({"METASTORE_PIN_CPU": "4096"}, ("METASTORE_PIN_CPU: CPU 4096 is not one",)),
+        ({"METASTORE_PIN_CPUS": "1"}, ("METASTORE_PIN_CPUS: is not a setting", "PIN_CPU?")),
         (
             {"METASTORE_WAREHOUSE": "s3://b/wh", "METASTORE_WAREHOUSE_VENDING": '{"role-arn": 1}'},
             ("METASTORE_WAREHOUSE_VENDING", "role-arn must be an IAM role ARN"),

@@ -27,7 +27,7 @@ from harness.node import NodeProcess
 
 SPEC = Path(__file__).parent / "spec" / "rest-catalog-open-api.yaml"
 SEED = 20261122
-EXAMPLES = int(os.environ.get("METASTORE_FUZZ_EXAMPLES", "8"))
+EXAMPLES = int(os.environ.get("METASTORE_TEST_FUZZ_EXAMPLES", "8"))
 
 pytestmark = pytest.mark.slow
 
