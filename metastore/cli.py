@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from metastore import __version__, logs
-from metastore.config import ServerConfig
+from metastore.config import ServerConfig, env_flag
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -67,9 +67,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-_ON = ("1", "true", "yes", "on")  # METASTORE_PUBLISH_EVENTS, as the node reads it
-
-
 def _add_topics(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     topics = commands.add_parser("topics", help="create, describe or check the changelog topics")
     actions = topics.add_subparsers(dest="action", required=True)
@@ -98,7 +95,7 @@ def _add_topics(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         sub.add_argument(
             "--events",
             action="store_true",
-            default=os.environ.get("METASTORE_PUBLISH_EVENTS", "").lower() in _ON,
+            default=None,  # then METASTORE_PUBLISH_EVENTS, read when the command runs
             help="also the change events topic <prefix>.events (env METASTORE_PUBLISH_EVENTS)",
         )
         sub.add_argument("--timeout", type=float, default=10.0, help="seconds per broker call")
@@ -246,7 +243,7 @@ def topics(args: argparse.Namespace) -> int:
             partitions=args.partitions,
             replication_factor=args.replication_factor,
             kafka_properties=properties_from_env(os.environ),
-            publish_events=args.events,
+            publish_events=args.events or env_flag(os.environ, "METASTORE_PUBLISH_EVENTS"),
         )
         changelog.specs_for(config)
     except ValueError as exc:

@@ -534,6 +534,13 @@ _BOOLS = {"1": True, "true": True, "yes": True, "on": True}
 _BOOLS |= {"0": False, "false": False, "no": False, "off": False}
 
 
+def env_flag(env: Mapping[str, str], variable: str) -> bool:
+    """An on/off variable read outside ``ServerConfig`` (the ``topics`` command's
+    ``METASTORE_PUBLISH_EVENTS``), with the node's words: a typo is refused, not off."""
+    raw = env.get(variable, "off")
+    return bool(_parse(variable.removeprefix(ENV_PREFIX).lower(), variable, "bool", raw))
+
+
 def _parse(name: str, variable: str, type_name: str, raw: str) -> object:
     """An environment string as the setting's type; no surrounding spaces, no guessing."""
     value: object = raw

@@ -206,8 +206,9 @@ def _env_read_by_cli() -> frozenset[str]:
 
 
 TOPICS_ENV = _env_read_by_cli()
-# read when `metastore topics` runs (the same Kafka connection settings as the nodes')
-KAFKA_ENV = frozenset({PROPERTIES_ENV, PROPERTIES_FILE_ENV})
+# read when `metastore topics` runs: the same Kafka connection settings as the nodes', and
+# whether to create the events topic
+KAFKA_ENV = frozenset({PROPERTIES_ENV, PROPERTIES_FILE_ENV, "METASTORE_PUBLISH_EVENTS"})
 SERVE_ENV = frozenset(ENV_PREFIX + f.name.upper() for f in fields(ServerConfig))
 
 
@@ -860,10 +861,9 @@ def test_compose_file_shape() -> None:
     assert {config.url for config in nodes(compose).values()} == {
         f"http://metastore-{n}:8181" for n in (1, 2, 3)
     }
-    assert sorted(TOPICS_ENV) == [  # the parser's defaults: topics, events, the jobs' client
+    assert sorted(TOPICS_ENV) == [  # the parser's defaults: topics, the jobs' client
         "METASTORE_CREDENTIAL",
         "METASTORE_KAFKA",
-        "METASTORE_PUBLISH_EVENTS",
         "METASTORE_TOKEN",
         "METASTORE_TOPIC_PREFIX",
     ]

@@ -73,6 +73,18 @@ def test_publishing_events_needs_cluster_mode(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_the_topics_command_refuses_a_mistyped_events_setting(tmp_path: Path) -> None:
+    """A typo must not leave the events topic out: refused before any broker is asked."""
+    env = {**os.environ, "METASTORE_PUBLISH_EVENTS": "ture"}
+    command = [sys.executable, "-m", "metastore", "topics", "create"]
+    command += ["--kafka", f"127.0.0.1:{free_port()}", "--timeout", "1"]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        "metastore: invalid configuration: METASTORE_PUBLISH_EVENTS: cannot parse 'ture' as bool\n"
+    )
+
+
 # -- a real consumer on the test broker ------------------------------------------------------
 
 
@@ -89,10 +101,14 @@ def _serve_refused(bootstrap: str, prefix: str, root: Path) -> subprocess.Comple
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
 
 
-def _topics_cli(action: str, bootstrap: str, prefix: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "metastore", "topics", action, "--events"]
-    command += ["--kafka", bootstrap, "--prefix", prefix]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+def _topics_cli(
+    action: str, bootstrap: str, prefix: str, events: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The events topic by ``--events``, or by ``METASTORE_PUBLISH_EVENTS=<events>``."""
+    command = [sys.executable, "-m", "metastore", "topics", action]
+    command += ["--kafka", bootstrap, "--prefix", prefix] + ([] if events else ["--events"])
+    env = {**os.environ, "METASTORE_PUBLISH_EVENTS": events or "off"}
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
 
 
 def _read_until(config: ClusterConfig, partition: int, key: bytes, last: str) -> list[Any]:
@@ -136,7 +152,7 @@ async def test_every_committed_change_is_published_once_in_commit_order(
     assert created.returncode == 0, created.stderr
     assert f"created {publishing.events_topic}" in created.stdout
     assert f"found {publishing.refs_topic}" in created.stdout
-    checked = await asyncio.to_thread(_topics_cli, "check", kafka_bootstrap, prefix)
+    checked = await asyncio.to_thread(_topics_cli, "check", kafka_bootstrap, prefix, "yes")
     assert checked.returncode == 0 and publishing.events_topic in checked.stdout, checked
     assert topics.check(publishing) == []
     cluster.start()
