@@ -18,6 +18,7 @@ from pathlib import Path
 
 from metastore import __version__, logs
 from metastore.config import ServerConfig, env_flag
+from metastore.config_rules import check_range
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -245,6 +246,7 @@ def topics(args: argparse.Namespace) -> int:
             kafka_properties=properties_from_env(os.environ),
             publish_events=args.events or env_flag(os.environ, "METASTORE_PUBLISH_EVENTS"),
         )
+        check_range("--timeout", args.timeout, 0.1, 3600)  # what the admin client accepts
         changelog.specs_for(config)
     except ValueError as exc:
         print(f"metastore: invalid configuration: {exc}", file=sys.stderr)

@@ -47,11 +47,17 @@ from metastore.cluster.config import ClusterConfig, properties_from_env
 from metastore.cluster.view.consumer import ViewFeed, open_consumer
 from metastore.cluster.view.digest import digest
 from metastore.cluster.view.store import ViewStore
+from metastore.config_rules import check_range
 from metastore.errors import MetastoreError
 from metastore.persistence.layout import VIEW_MARKER
 from metastore.ticker import Ticker
 
 log = logging.getLogger(__name__)
+
+# Bounds of the catch-up rule's flags (here and in ``metastore rebuild``), in seconds.
+MIN_WAIT_S = 0.001  # the shortest idle window or timeout
+MAX_IDLE_S = 60.0  # a partition's idle window at its high watermark
+MAX_TIMEOUT_S = 86_400.0
 
 
 class ReplayError(MetastoreError):
@@ -282,6 +288,8 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             partitions=args.partitions,
             kafka_properties=properties_from_env(os.environ),
         )
+        check_range("--idle", args.idle, MIN_WAIT_S, MAX_IDLE_S)  # nan and inf too
+        check_range("--timeout", args.timeout, MIN_WAIT_S, MAX_TIMEOUT_S)
     except ValueError as exc:
         print(f"metastore replay: invalid configuration: {exc}", file=sys.stderr)
         return 2

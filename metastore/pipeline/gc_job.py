@@ -36,7 +36,7 @@ from metastore.pipeline.gc_mark import MarkTimes
 from metastore.pipeline.gc_mark_job import MarkedCatalog, mark
 from metastore.pipeline.gc_sweep import SweepCounts, Sweeper
 from metastore.pipeline.node import NodeClient
-from metastore.pipeline.options import JobOptions
+from metastore.pipeline.options import MAX_AGE_S, JobOptions, check_seconds
 from metastore.pipeline.progress import Progress
 from metastore.pipeline.session import start
 from metastore.pipeline.sources import open_source
@@ -58,8 +58,8 @@ class GcOptions:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> GcOptions:
-        if args.grace < 0 or args.retention < 0:
-            raise JobError("--grace and --retention must be >= 0 seconds")
+        check_seconds("--grace", args.grace, 0, MAX_AGE_S)
+        check_seconds("--retention", args.retention, 0, MAX_AGE_S)
         if args.phase not in PHASES:
             raise JobError(f"--phase must be one of {', '.join(PHASES)}")
         if not 1 <= args.lease_seconds <= 86400:

@@ -22,7 +22,7 @@ from metastore.pipeline.exits import JobError
 from metastore.pipeline.maintain_commit import IcebergClient
 from metastore.pipeline.maintain_lease import Lease
 from metastore.pipeline.node import NodeClient
-from metastore.pipeline.options import JobOptions
+from metastore.pipeline.options import MAX_AGE_S, JobOptions, check_seconds
 from metastore.pipeline.progress import Progress
 from metastore.pipeline.session import start
 from metastore.pipeline.sources import open_source
@@ -42,8 +42,7 @@ def _run(args: argparse.Namespace, out: TextIO, spark: SparkSession | None) -> i
     options = JobOptions.from_args(args, "maintain")
     if options.source != "url":
         raise JobError("maintain commits through a node: give --url")
-    if args.older_than < 0:
-        raise JobError(f"--older-than must not be negative, not {args.older_than}")
+    check_seconds("--older-than", args.older_than, 0, MAX_AGE_S)
     settings = maintain_job.Settings(dry_run=args.dry_run, older_than_s=args.older_than)
     node = NodeClient(options.where, token=options.token, credential=options.credential)
     source = open_source(options, node)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from metastore.config_rules import ConfigError, check_range
 from metastore.pipeline.exits import JobError
 
 SourceKind = Literal["url", "kafka", "data-dir"]
@@ -164,3 +165,17 @@ class JobOptions:
             token=args.token or None,
             credential=credential,
         )
+
+
+MAX_AGE_S = 3650 * 86_400.0  # ten years: any longer grace or retention is a unit mistake
+
+
+def check_seconds(flag: str, value: float, low: float, high: float) -> float:
+    """A duration flag, finite and within ``[low, high]``. A bare ``value < 0`` test lets
+    nan through (every comparison with it is false) to the arithmetic that decides what
+    a job keeps and what it deletes."""
+    try:
+        check_range(flag, value, low, high)
+    except ConfigError as exc:
+        raise JobError(str(exc)) from None
+    return value

@@ -44,6 +44,7 @@ from pyspark.sql import SparkSession
 
 from metastore.cluster.config import ClusterConfig, properties_from_env
 from metastore.cluster.records import ROLES, Role
+from metastore.cluster.replay import MAX_IDLE_S, MAX_TIMEOUT_S, MIN_WAIT_S
 from metastore.cluster.view.digest import digest
 from metastore.cluster.view.store import ViewStore
 from metastore.persistence.layout import (
@@ -58,7 +59,7 @@ from metastore.pipeline import exits
 from metastore.pipeline.cluster import PartitionRead, apply_partition, check_topics
 from metastore.pipeline.exits import JobError
 from metastore.pipeline.node import NodeClient
-from metastore.pipeline.options import JobOptions
+from metastore.pipeline.options import JobOptions, check_seconds
 from metastore.pipeline.progress import Progress
 from metastore.pipeline.session import start_context
 from metastore.pipeline.sst import ingest, write_sst
@@ -127,8 +128,8 @@ def _run(args: argparse.Namespace, spark: SparkSession | None) -> dict[str, Any]
     options = JobOptions.from_args(args, JOB)
     if options.scope.tenant is not None:
         raise JobError("a rebuild builds a whole view: --tenant and --catalog do not apply")
-    if not 0 < args.idle <= 60 or args.timeout <= 0:
-        raise JobError("--idle must be in (0, 60] seconds and --timeout positive")
+    check_seconds("--idle", args.idle, MIN_WAIT_S, MAX_IDLE_S)
+    check_seconds("--timeout", args.timeout, MIN_WAIT_S, MAX_TIMEOUT_S)
     out = options.out.resolve()
     check_fresh(out)
     changelog = open_changelog(options)

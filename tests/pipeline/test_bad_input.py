@@ -84,6 +84,43 @@ def test_register_needs_a_node(stopped_store: Path, tmp_path: Path) -> None:
     refused(done, "metastore export: ", "--register needs --url")
 
 
+@pytest.mark.parametrize(
+    ("command", "flag", "value"),
+    [
+        # nan passes every `< 0` test, into the arithmetic that decides what is deleted
+        ("gc", "--grace", "nan"),
+        ("gc", "--grace", "-1"),
+        ("gc", "--grace", "1e300"),  # a unit mistake; the sweep would wait for ever
+        ("gc", "--retention", "inf"),
+        ("maintain", "--older-than", "nan"),
+        ("maintain", "--older-than", "-inf"),
+        ("rebuild", "--idle", "0"),
+        ("rebuild", "--idle", "nan"),
+        ("rebuild", "--timeout", "nan"),
+        ("replay", "--idle", "nan"),
+        ("replay", "--timeout", "-1"),
+        ("topics create", "--timeout", "nan"),
+        ("topics create", "--timeout", "1e308"),  # past what the admin client takes
+    ],
+)
+def test_a_duration_that_is_not_finite_or_in_bounds(
+    command: str, flag: str, value: str, tmp_path: Path
+) -> None:
+    """Refused before any node, broker or file is touched: the sources named here do not
+    exist, and the line is about the flag."""
+    source = {
+        "gc": ("--url", "http://127.0.0.1:1", "--out", str(tmp_path / "out")),
+        "maintain": ("--url", "http://127.0.0.1:1", "--out", str(tmp_path / "out")),
+        "rebuild": ("--url", "http://127.0.0.1:1", "--out", str(tmp_path / "out")),
+        "replay": ("--kafka", "127.0.0.1:1", "--data-dir", str(tmp_path / "view")),
+        "topics create": ("--kafka", "127.0.0.1:1"),
+    }[command]
+    done = cli(*command.split(), *source, f"{flag}={value}")
+    line = refused(done, "metastore", f"{flag}: must be between")
+    assert line.endswith(f"got {float(value)!r}"), line
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
 def test_replay_of_an_unreachable_broker_exits_2(tmp_path: Path) -> None:
     """It used to print "replayed 0 records" and exit 0 (later: exit 3)."""
     view = str(tmp_path / "view")

@@ -471,7 +471,7 @@ def test_bad_input_exits_2_with_one_line(
         (("--kafka", "127.0.0.1:1", *out), "pass --url, or --node"),
         (("--url", node.url, "--tenant", "nobody", *out), "unknown tenant 'nobody'"),
         (("--url", node.url, "--tenant", "empty", "--phase", "sweep", *out), "no mark to sweep"),
-        (("--url", node.url, "--grace", "-1", *out), "--grace and --retention"),
+        (("--url", node.url, "--grace", "-1", *out), "--grace: must be between 0 and"),
     ]
     setup_catalog(Http(node.url), "empty", "c")
     for argv, message in cases:
