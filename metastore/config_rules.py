@@ -122,16 +122,16 @@ def _is_hostish(host: str) -> bool:
 
 def check_url(setting: str, url: str) -> None:
     """An absolute ``http(s)://host[:port][/path]`` URL (how peers reach this node)."""
-    parts = urlsplit(url)
     try:
-        port = parts.port
+        parts = urlsplit(url)  # raises on an unclosed "[" (an IPv6 host)
+        if parts.port == 0:  # reading it raises past 65535 or on a non-number
+            raise ValueError(url)
     except ValueError:
-        port = -1
+        raise ConfigError(setting, f"must be an http:// or https:// URL, got {url!r}") from None
     if (
         parts.scheme not in ("http", "https")
         or not parts.hostname
         or not _is_hostish(parts.hostname)
-        or port == -1
         or parts.username is not None
         or parts.query
         or parts.fragment

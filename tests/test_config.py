@@ -115,6 +115,8 @@ REFUSED_ENV: list[tuple[str, str, str]] = [
     ("METASTORE_ADVERTISED_URL", "http://", "must be an http:// or https:// URL"),
     ("METASTORE_ADVERTISED_URL", "http://node:99999", "must be an http:// or https:// URL"),
     ("METASTORE_ADVERTISED_URL", "http://user:pw@node", "must be an http:// or https:// URL"),
+    ("METASTORE_ADVERTISED_URL", "http://[::1", "must be an http:// or https:// URL"),  # unclosed
+    ("METASTORE_ADVERTISED_URL", "http://node:0", "must be an http:// or https:// URL"),
     ("METASTORE_TOPIC_PREFIX", "a b", "must be 1-200 of"),
     ("METASTORE_CLUSTER_ID", "", "must be 1-200 of"),
     ("METASTORE_QUOTA_REQUESTS_PER_SECOND", "-1", "between 0 and 1000000"),

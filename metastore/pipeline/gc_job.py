@@ -36,7 +36,7 @@ from metastore.pipeline.gc_mark import MarkTimes
 from metastore.pipeline.gc_mark_job import MarkedCatalog, mark
 from metastore.pipeline.gc_sweep import SweepCounts, Sweeper
 from metastore.pipeline.node import NodeClient
-from metastore.pipeline.options import MAX_AGE_S, JobOptions, check_seconds
+from metastore.pipeline.options import MAX_AGE_S, JobOptions, check_node_url, check_seconds
 from metastore.pipeline.progress import Progress
 from metastore.pipeline.session import start
 from metastore.pipeline.sources import open_source
@@ -64,6 +64,8 @@ class GcOptions:
             raise JobError(f"--phase must be one of {', '.join(PHASES)}")
         if not 1 <= args.lease_seconds <= 86400:
             raise JobError("--lease-seconds must be 1-86400")
+        if args.node is not None:
+            check_node_url("--node", args.node)
         return cls(
             args.grace, args.retention, args.phase, args.dry_run, args.lease_seconds, args.node
         )

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from metastore.config_rules import ConfigError, check_range
+from metastore.config_rules import ConfigError, check_range, check_url
 from metastore.pipeline.exits import JobError
 
 SourceKind = Literal["url", "kafka", "data-dir"]
@@ -116,8 +116,8 @@ class JobOptions:
     def __post_init__(self) -> None:
         if not 1 <= self.partitions <= 10_000:
             raise ValueError(f"--partitions must be 1-10000, not {self.partitions}")
-        if self.source == "url" and not self.where.startswith(("http://", "https://")):
-            raise ValueError(f"--url must be an http:// or https:// URL, not {self.where!r}")
+        if self.source == "url":
+            check_url("--url", self.where)  # one a client can be built on, or refused here
         if not self.master:
             raise ValueError("--master must name a Spark master")
 
@@ -179,3 +179,13 @@ def check_seconds(flag: str, value: float, low: float, high: float) -> float:
     except ConfigError as exc:
         raise JobError(str(exc)) from None
     return value
+
+
+def check_node_url(flag: str, url: str) -> str:
+    """A node's ``http(s)://`` URL, refused as one line before a client is built on it
+    (a malformed one would end in the HTTP library's traceback)."""
+    try:
+        check_url(flag, url)
+    except ConfigError as exc:
+        raise JobError(str(exc)) from None
+    return url

@@ -121,6 +121,19 @@ def test_a_duration_that_is_not_finite_or_in_bounds(
     assert not any(tmp_path.iterdir())  # nothing written
 
 
+@pytest.mark.parametrize(
+    "url", ["http://[::1", "file:///etc", "http://node:99999", "http://u:p@node"]
+)
+def test_a_node_url_that_is_not_one(url: str, tmp_path: Path) -> None:
+    """--url and gc's --node: refused as one line before a client is built on them (an
+    unclosed IPv6 bracket used to end in the URL parser's traceback)."""
+    done = cli("audit", "--url", url, "--out", str(tmp_path / "out"))
+    refused(done, "metastore audit: --url: must be an http:// or https:// URL", repr(url))
+    done = cli("gc", "--kafka", "127.0.0.1:1", "--node", url, "--out", str(tmp_path / "out"))
+    refused(done, "metastore gc: --node: must be an http:// or https:// URL", repr(url))
+    assert not any(tmp_path.iterdir())
+
+
 def test_replay_of_an_unreachable_broker_exits_2(tmp_path: Path) -> None:
     """It used to print "replayed 0 records" and exit 0 (later: exit 3)."""
     view = str(tmp_path / "view")
