@@ -68,6 +68,10 @@ class Unreachable(ReplayError):
     """The brokers could not be reached or refused the connection settings (exit 2)."""
 
 
+class NotAViewDirectory(ReplayError):
+    """``--data-dir`` names something a view must not be written into (exit 2)."""
+
+
 # librdkafka errors that waiting does not fix: the connection settings are wrong
 _SETTINGS_ERRORS = frozenset(
     {KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED}
@@ -151,6 +155,7 @@ def replay(
 ) -> ReplaySummary:
     """Bring the view at ``data_dir`` up to the end of the topics; see the module doc."""
     path = Path(data_dir)
+    check_data_dir(path)
     if fresh:
         wipe_view(path)
     path.mkdir(parents=True, exist_ok=True)
@@ -234,19 +239,31 @@ def _run(
             )
 
 
+def check_data_dir(path: Path) -> None:
+    """A view goes into a new or empty directory, or one holding a database: RocksDB
+    would otherwise scatter its files among whatever a mistyped path holds."""
+    if path.exists() and not path.is_dir():
+        raise NotAViewDirectory(f"--data-dir {path} is not a directory")
+    if path.is_dir() and any(path.iterdir()) and not (path / "CURRENT").exists():
+        raise NotAViewDirectory(
+            f"--data-dir {path} holds files but no database: refusing to write a view into it"
+            " (name a new or empty directory, or a view's)"
+        )
+
+
 def wipe_view(path: Path) -> None:
     """Remove a view's directory; refuses anything that is not a view (an embedded store)."""
     if not path.exists() or not any(path.iterdir()):
         return
     if not (path / "CURRENT").exists():
-        raise ReplayError(f"{path} is not a RocksDB directory: refusing to wipe it")
+        raise NotAViewDirectory(f"{path} is not a RocksDB directory: refusing to wipe it")
     db = Rdict(str(path), Options(raw_mode=True), access_type=AccessType.read_only())
     try:
         is_view = db.get(VIEW_MARKER) is not None
     finally:
         db.close()
     if not is_view:
-        raise ReplayError(f"{path} is not a view (an embedded store?): refusing to wipe it")
+        raise NotAViewDirectory(f"{path} is not a view (an embedded store?): refusing to wipe it")
     shutil.rmtree(path)
 
 
@@ -302,7 +319,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             timeout_s=args.timeout,
             progress=not args.no_progress,
         )
-    except Unreachable as exc:  # a source that cannot be read: bad input, like the jobs'
+    except (Unreachable, NotAViewDirectory) as exc:  # bad input, like the jobs'
         print(f"metastore replay: {exc}", file=sys.stderr)
         return 2
     except MetastoreError as exc:

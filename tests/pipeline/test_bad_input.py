@@ -134,6 +134,21 @@ def test_a_node_url_that_is_not_one(url: str, tmp_path: Path) -> None:
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("fresh", [(), ("--fresh",)])
+def test_replay_writes_no_view_among_other_files(fresh: tuple[str, ...], tmp_path: Path) -> None:
+    """A mistyped --data-dir (a home directory, a file) is refused before any broker is
+    asked: RocksDB used to put its files beside the ones found there."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "notes.txt").write_text("mine")
+    done = cli("replay", "--kafka", "127.0.0.1:1", "--data-dir", str(home), *fresh)
+    refused(done, "metastore replay: ", "holds files but no database")
+    assert [p.name for p in home.iterdir()] == ["notes.txt"]
+    done = cli("replay", "--kafka", "127.0.0.1:1", "--data-dir", str(home / "notes.txt"))
+    refused(done, "metastore replay: ", "is not a directory")
+    assert (home / "notes.txt").read_text() == "mine"
+
+
 def test_replay_of_an_unreachable_broker_exits_2(tmp_path: Path) -> None:
     """It used to print "replayed 0 records" and exit 0 (later: exit 3)."""
     view = str(tmp_path / "view")
