@@ -51,7 +51,8 @@ def _run(job: str, args: argparse.Namespace, out: TextIO, spark: SparkSession | 
     source = open_source(options, node)
     try:
         source.check(options.scope)
-        session = spark or start(options.master, f"metastore {job}", options.out / "spark.log")
+        log = options.claim_out() / "spark.log"
+        session = spark or start(options.master, f"metastore {job}", log)
         try:
             progress = Progress(session.sparkContext, job, enabled=options.progress)
             runner = audit_job.run if job == "audit" else export_job.run

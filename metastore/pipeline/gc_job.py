@@ -168,7 +168,8 @@ def _mark(
     path = (options.out / f"mark-{mark_us}" / "candidates.parquet").resolve()
     try:
         source.check(options.scope)
-        session = spark or start(options.master, "metastore gc", options.out / "spark.log")
+        log = options.claim_out() / "spark.log"
+        session = spark or start(options.master, "metastore gc", log)
         try:
             progress = Progress(session.sparkContext, "gc mark", enabled=options.progress)
             catalogs = mark(session, source, options.scope, times, path, progress)

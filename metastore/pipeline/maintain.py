@@ -49,9 +49,8 @@ def _run(args: argparse.Namespace, out: TextIO, spark: SparkSession | None) -> i
     try:
         source.check(options.scope)
         with Lease(node, options.scope) as lease:
-            session = spark or start(
-                options.master, "metastore maintain", options.out / "spark.log"
-            )
+            log = options.claim_out() / "spark.log"
+            session = spark or start(options.master, "metastore maintain", log)
             try:
                 progress = Progress(session.sparkContext, "maintain", enabled=options.progress)
                 summary = maintain_job.run(

@@ -121,6 +121,14 @@ class JobOptions:
         if not self.master:
             raise ValueError("--master must name a Spark master")
 
+    def claim_out(self) -> Path:
+        """Create ``out`` and mark it as a job's (``OUT_MARKER``); the directory, for its files."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        marker = self.out / OUT_MARKER
+        if not marker.exists():
+            marker.write_text("written by metastore's jobs; a later run may replace files here\n")
+        return self.out
+
     @classmethod
     def from_args(cls, args: argparse.Namespace, job: str) -> JobOptions:
         """The options of ``args``; ``JobError`` (exit 2) naming the first problem."""
@@ -152,6 +160,8 @@ class JobOptions:
         out = Path(args.out) if args.out else Path(f"metastore-{job}")
         if out.exists() and not out.is_dir():
             raise ValueError(f"--out {str(out)!r} is not a directory")
+        if job != "rebuild":  # a rebuild's --out must be new or empty (its own check)
+            check_out(out)
         return cls(
             source=source,
             where=str(where).rstrip("/") if source == "url" else str(where),
@@ -164,6 +174,21 @@ class JobOptions:
             progress=not args.no_progress,
             token=args.token or None,
             credential=credential,
+        )
+
+
+# The file a job leaves in its --out: a later run may replace what is there, since a job
+# replaces its own output by name (export's table folders, gc's marks, audit's report).
+OUT_MARKER = ".metastore-job-output"
+
+
+def check_out(out: Path) -> None:
+    """``out`` is new, empty, or a directory a job wrote before: a mistyped ``--out`` (a
+    home directory holding a ``tables`` folder) must not lose files to a job's output."""
+    if out.is_dir() and not (out / OUT_MARKER).exists() and any(out.iterdir()):
+        raise ValueError(
+            f"--out {str(out)!r} holds files no metastore job wrote; a job replaces its own"
+            " output there, so name a new or empty directory"
         )
 
 

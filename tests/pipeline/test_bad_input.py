@@ -79,6 +79,38 @@ def test_no_source_or_two(tmp_path: Path) -> None:
     refused(done, "metastore audit: ", "exactly one source")
 
 
+@pytest.mark.parametrize("job", ["audit", "export", "gc", "maintain"])
+def test_an_out_directory_holding_other_files(job: str, tmp_path: Path) -> None:
+    """A mistyped --out (a home directory with a `tables` folder): refused, nothing lost.
+    Export replaces its table folders by name, audit its report, maintain its tables."""
+    home = tmp_path / "home"
+    (home / "tables").mkdir(parents=True)
+    (home / "tables" / "mine.txt").write_text("mine")
+    done = cli(job, "--url", "http://127.0.0.1:1", "--out", str(home))
+    refused(done, f"metastore {job}: --out ", "holds files no metastore job wrote")
+    assert sorted(p.relative_to(home).as_posix() for p in home.rglob("*")) == [
+        "tables",
+        "tables/mine.txt",
+    ]
+
+
+def test_an_out_directory_a_job_wrote_is_taken_again(tmp_path: Path) -> None:
+    """What a job claimed (the marker it leaves) a later run may write into; the check
+    comes before the source, so the unreachable node is what refuses this run."""
+    from metastore.cli import _parser
+    from metastore.pipeline.options import OUT_MARKER, JobOptions
+
+    out = tmp_path / "out"
+    args = _parser().parse_args(["export", "--url", "http://127.0.0.1:1", "--out", str(out)])
+    options = JobOptions.from_args(args, "export")
+    assert not out.exists()  # parsing writes nothing
+    assert options.claim_out() == out and (out / OUT_MARKER).is_file()
+    (out / "tables").mkdir()
+    assert JobOptions.from_args(args, "export").out == out
+    done = cli("export", "--url", "http://127.0.0.1:1", "--out", str(out))
+    refused(done, "metastore export: ", "cannot reach the node")
+
+
 def test_register_needs_a_node(stopped_store: Path, tmp_path: Path) -> None:
     done = cli("export", "--data-dir", str(stopped_store), "--register", "--out", str(tmp_path))
     refused(done, "metastore export: ", "--register needs --url")
@@ -162,5 +194,6 @@ def test_a_node_with_auth_on_refuses_a_job_without_a_token(tmp_path: Path) -> No
     with NodeProcess(tmp_path / "data", log_path=tmp_path / "node.log", env=env) as node:
         done = cli("audit", "--url", node.url, "--out", str(tmp_path / "out"))
         refused(done, "metastore audit: ", "401")
-        done = cli("audit", "--url", node.url, "--credential", "root:wrong", "--out", str(tmp_path))
+        out = str(tmp_path / "out")
+        done = cli("audit", "--url", node.url, "--credential", "root:wrong", "--out", out)
         refused(done, "metastore audit: ", "401")
