@@ -35,6 +35,7 @@ from typing import Any
 
 from metastore.errors import BadRequest, StorageUnavailable
 from metastore.memory_only import check as may_wait
+from metastore.small_files import NotSmallFile, read_small_file
 
 ENV_PREFIX = "METASTORE_STORAGE_CREDENTIALS_"
 NODE_IO_ENV = "METASTORE_WAREHOUSE_IO"  # the node's FileIO setting: its secret keys only
@@ -166,12 +167,11 @@ class Credentials:
                 f"{sources.directory or '(none)'})"
             )
         try:
-            with open(real, "rb") as stream:
-                data = stream.read(MAX_FILE_BYTES + 1)
+            data = read_small_file(real, MAX_FILE_BYTES)
         except OSError as exc:
             raise self._unavailable(f"cannot be read here ({exc.strerror})") from None
-        if len(data) > MAX_FILE_BYTES:
-            raise self._unavailable(f"is larger than {MAX_FILE_BYTES} bytes")
+        except NotSmallFile as exc:
+            raise self._unavailable(str(exc)) from None
         try:
             return data.decode()
         except UnicodeDecodeError:

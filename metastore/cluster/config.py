@@ -16,13 +16,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from metastore.config_rules import ConfigError
+from metastore.small_files import NotSmallFile, read_small_file
 
 PROPERTIES_ENV = "METASTORE_KAFKA_PROPERTIES"
 PROPERTIES_FILE_ENV = "METASTORE_KAFKA_PROPERTIES_FILE"
+MAX_PROPERTIES_FILE_BYTES = 1024 * 1024  # room for PEM blocks (a CA bundle) inline
 
 # property -> why the operator may not set it (the node sets it, or it breaks a guarantee)
 REFUSED_PROPERTIES: Mapping[str, str] = {
@@ -87,11 +88,13 @@ def parse_properties_json(text: str) -> dict[str, str]:
 def parse_properties_file(path: str) -> dict[str, str]:
     """Java-properties style: ``key=value`` (or ``key: value``) lines; ``#``/``!`` comments."""
     try:
-        text = Path(path).read_text()
+        text = read_small_file(path, MAX_PROPERTIES_FILE_BYTES).decode()
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(
             "kafka_properties_file", f"cannot read {path}: {exc}", PROPERTIES_FILE_ENV
         ) from None
+    except NotSmallFile as exc:
+        raise ConfigError("kafka_properties_file", f"{path} {exc}", PROPERTIES_FILE_ENV) from None
     properties: dict[str, str] = {}
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()

@@ -30,16 +30,17 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from metastore.cluster.protocol import FORWARDED_HEADER, SIGNATURE_HEADER
 from metastore.config_rules import ConfigError
 from metastore.errors import Unauthorized
+from metastore.small_files import NotSmallFile, read_small_file
 
 MIN_SECRET_LENGTH = 32
 MAX_SKEW_S = 30
 SECRET_ENV = "METASTORE_CLUSTER_SECRET"
 SECRET_FILE_ENV = "METASTORE_CLUSTER_SECRET_FILE"
+MAX_SECRET_FILE_BYTES = 64 * 1024
 _VERSION = "v1"
 _CONTEXT = b"metastore node signature v1"
 
@@ -52,9 +53,11 @@ def resolve_secret(value: str, path: str) -> str:
     if path:
         setting, where = "cluster_secret_file", SECRET_FILE_ENV
         try:
-            value = Path(path).read_text().strip()
+            value = read_small_file(path, MAX_SECRET_FILE_BYTES).decode().strip()
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(setting, f"cannot read {path}: {exc}", where) from None
+        except NotSmallFile as exc:
+            raise ConfigError(setting, f"{path} {exc}", where) from None
         if not value:
             raise ConfigError(setting, f"{path} is empty", where)
     if value and len(value) < MIN_SECRET_LENGTH:

@@ -26,7 +26,6 @@ import time
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import jwt
@@ -35,6 +34,7 @@ from metastore.config_rules import ConfigError, check_claim, check_url
 from metastore.errors import InvalidName, ServiceUnavailable, Unauthorized
 from metastore.names import SYSTEM_NAME, check_system_name
 from metastore.security.principal import RESERVED_NAMES, Principal
+from metastore.small_files import NotSmallFile, read_small_file
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +81,11 @@ class OidcSettings:
             check_url("oidc_jwks_url", self.jwks_url)
         else:
             try:
-                parse_jwks(Path(self.jwks_file).read_bytes())
+                parse_jwks(read_small_file(self.jwks_file, MAX_JWKS_BYTES))
             except OSError as exc:
                 raise ConfigError("oidc_jwks_file", f"cannot read it: {exc.strerror}") from None
+            except NotSmallFile as exc:
+                raise ConfigError("oidc_jwks_file", f"{self.jwks_file} {exc}") from None
             except ValueError as exc:
                 raise ConfigError("oidc_jwks_file", str(exc)) from None
         check_claim("oidc_principal_claim", self.principal_claim)
@@ -97,7 +99,7 @@ class OidcSettings:
     def load(self) -> bytes:
         """The JWKS document (blocking: call in a worker thread)."""
         if self.jwks_file:
-            return Path(self.jwks_file).read_bytes()[: MAX_JWKS_BYTES + 1]
+            return read_small_file(self.jwks_file, MAX_JWKS_BYTES)
         request = urllib.request.Request(self.jwks_url, headers={"Accept": "application/json"})
         with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_S) as reply:
             data: bytes = reply.read(MAX_JWKS_BYTES + 1)
