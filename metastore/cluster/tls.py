@@ -16,6 +16,9 @@ from __future__ import annotations
 import ssl
 
 from metastore.config_rules import ConfigError
+from metastore.small_files import NotSmallFile, read_small_file
+
+MAX_PEM_FILE_BYTES = 4 * 1024 * 1024  # a certificate, its key, or a CA bundle
 
 
 def server_context(cert: str, key: str, ca: str = "") -> ssl.SSLContext:
@@ -51,6 +54,14 @@ def check(cert: str, key: str, ca: str) -> None:
         )
     if not cert:
         return
+    for setting, path in (("tls_cert", cert), ("tls_key", key), ("tls_ca", ca)):
+        try:  # OpenSSL would wait on a FIFO and read a device without end
+            if path:
+                read_small_file(path, MAX_PEM_FILE_BYTES)
+        except NotSmallFile as exc:
+            raise ConfigError(setting, f"{path} {exc}") from None
+        except OSError as exc:
+            raise ConfigError(setting, f"cannot read {path}: {exc.strerror}") from None
     try:
         server_context(cert, key, ca)
         client_context(cert, key, ca)

@@ -58,10 +58,14 @@ PROVIDER = {
     "METASTORE_OIDC_ISSUER": "https://idp.example",
     "METASTORE_OIDC_AUDIENCE": "metastore",
 }
+TLS = {"METASTORE_TLS_CERT": "cert.pem", "METASTORE_TLS_KEY": "key.pem"}  # in tmp_path
 SETTINGS = {  # the variable naming a file, and what else the node needs to read it
     "METASTORE_CLUSTER_SECRET_FILE": CLUSTER,
     "METASTORE_KAFKA_PROPERTIES_FILE": CLUSTER,
     "METASTORE_OIDC_JWKS_FILE": PROVIDER,
+    "METASTORE_TLS_CERT": TLS,
+    "METASTORE_TLS_KEY": TLS,
+    "METASTORE_TLS_CA": TLS,
 }
 
 
@@ -82,7 +86,12 @@ def test_serve_refuses_a_setting_naming_no_small_file(
             stream.truncate(64 * 1024 * 1024)  # sparse: a log-sized file costs no disk
         problem = "is larger than"
     base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
-    env = {**base, **SETTINGS[variable], variable: str(path)}
+    others = dict(SETTINGS[variable])
+    if SETTINGS[variable] is TLS:  # regular files for the others, loaded after the check
+        for name, file in TLS.items():
+            (tmp_path / file).write_text("-----BEGIN CERTIFICATE-----\n")
+            others[name] = str(tmp_path / file)
+    env = {**base, **others, variable: str(path)}
     command = [sys.executable, "-m", "metastore", "serve", "--port", str(free_port())]
     command += ["--data-dir", str(tmp_path / "data")]
     if SETTINGS[variable] is CLUSTER:
