@@ -10,12 +10,25 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+# Past this a message is cut: many quote what a client sent (a name, a value that failed
+# its schema), and a 100 KB name must not come back whole in the answer nor fill the log.
+MAX_MESSAGE_CHARS = 2000
+
+
+def bounded(message: str) -> str:
+    """``message``, cut to ``MAX_MESSAGE_CHARS`` with a note of how much was left out."""
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    kept = MAX_MESSAGE_CHARS - 40
+    return f"{message[:kept]}... ({len(message) - kept:,} more characters)"
+
 
 class MetastoreError(Exception):
     status: ClassVar[int] = 500
     error_type: ClassVar[str] = "InternalServerError"
 
     def __init__(self, message: str) -> None:
+        message = bounded(message)
         super().__init__(message)
         self.message = message
 

@@ -25,7 +25,7 @@ from metastore.api.principal import PRINCIPAL, caller
 from metastore.api.tenancy import charge, check_caller_token
 from metastore.api.typedefs import AUTHORIZER, CONFIG, IDENTITY
 from metastore.api.validation import BODY, receive
-from metastore.errors import Forbidden, MetastoreError, NotOwner, TooManyRequests
+from metastore.errors import Forbidden, MetastoreError, NotOwner, TooManyRequests, bounded
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ _HTTP_TYPES = {
 
 
 def error_response(status: int, error_type: str, message: str) -> web.Response:
-    body = {"error": {"message": message, "type": error_type, "code": status}}
+    body = {"error": {"message": bounded(message), "type": error_type, "code": status}}
     return web.json_response(body, status=status, dumps=json.dumps)
 
 

@@ -18,6 +18,7 @@ import pytest
 import pytest_asyncio
 
 from harness.node import NodeProcess
+from metastore.errors import MAX_MESSAGE_CHARS
 
 from .support import (
     SEP,
@@ -193,6 +194,10 @@ CASES = [
     Case("ns-empty-list", 400, ns_create([])),
     Case("ns-256-chars", 400, ns_create(["n" * 256])),
     Case("ns-depth-17", 400, ns_create([f"l{i}" for i in range(17)])),
+    # errors quote what was sent: cut, so an answer is no echo of a 100 KB name
+    Case("ns-100k-chars", 400, ns_create(["n" * 100_000])),
+    Case("ns-5000-levels", 400, ns_create(["a"] * 5_000)),
+    Case("table-name-100k-chars", 400, table_create("t" * 100_000)),
     Case("ns-leading-space", 400, ns_create([" a"])),
     Case("table-nul", 400, table_create("t\x00")),
     Case("table-unit-separator", 400, table_create("a\x1fb")),
@@ -371,6 +376,7 @@ async def test_hostile_request_is_rejected_and_writes_nothing(
     req = case.make(ctx)
     reply = await send(api, req)
     assert_error(reply, case.status, case.error_type)
+    assert len(reply.body["error"]["message"]) <= MAX_MESSAGE_CHARS, reply.describe()[:300]
     assert await snapshot(api, ctx) == before, f"{case.id} wrote something: {reply.describe()}"
 
 
