@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from metastore.errors import bounded
 from metastore.security.principal import RESERVED_NAMES
 
 MIN_SECRET_CHARS = 8
@@ -31,15 +32,18 @@ _URI = re.compile(r"^[a-z][a-z0-9+.-]*://\S+$")
 _BOOTSTRAP_PROTO = re.compile(r"^[A-Za-z_]+://")
 
 
+MAX_PROBLEM_CHARS = 500  # a refusal is one line an operator reads
+
+
 class ConfigError(ValueError):
     """One setting is unusable; ``where`` names it as the operator wrote it (an
     environment variable, a flag, or the setting's own name)."""
 
     def __init__(self, setting: str, problem: str, where: str | None = None) -> None:
         self.setting = setting
-        self.problem = problem
+        self.problem = bounded(problem, MAX_PROBLEM_CHARS)  # it may quote a long value
         self.where = where or setting
-        super().__init__(f"{self.where}: {problem}")
+        super().__init__(f"{self.where}: {self.problem}")
 
     def named(self, where: str) -> ConfigError:
         return ConfigError(self.setting, self.problem, where)
@@ -148,9 +152,13 @@ def check_checkpoint_dir(setting: str, path: str, *, cluster: bool) -> None:
             setting, "applies only in cluster mode (with kafka): it starts a node's view"
         )
     where = Path(path)
-    if not where.is_dir():
+    try:
+        is_dir, has_database = where.is_dir(), (where / "CURRENT").is_file()
+    except OSError as exc:  # a name too long for the file system, say
+        raise ConfigError(setting, f"cannot be read: {exc.strerror}") from None
+    if not is_dir:
         raise ConfigError(setting, f"{path!r} is not a directory")
-    if not (where / "CURRENT").is_file():
+    if not has_database:
         raise ConfigError(
             setting,
             f"{path!r} holds no RocksDB database (name a checkpoint of a view, or the --out "

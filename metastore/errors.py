@@ -15,11 +15,11 @@ from typing import ClassVar
 MAX_MESSAGE_CHARS = 2000
 
 
-def bounded(message: str) -> str:
-    """``message``, cut to ``MAX_MESSAGE_CHARS`` with a note of how much was left out."""
-    if len(message) <= MAX_MESSAGE_CHARS:
+def bounded(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``message``, cut to ``limit`` characters with a note of how much was left out."""
+    if len(message) <= limit:
         return message
-    kept = MAX_MESSAGE_CHARS - 40
+    kept = limit - 40
     return f"{message[:kept]}... ({len(message) - kept:,} more characters)"
 
 

@@ -210,6 +210,32 @@ def test_every_variable_the_tree_reads_passes_the_node() -> None:
             assert "is not a setting" not in str(refused), refused
 
 
+HOSTILE_VALUES = [
+    *("nan", "inf", "-inf", "-1", "0", "1e400", "0x10", "1_0", "\u0661"),
+    *("", " ", "x" * 5000, "{", "[]", "null", "{}", '{"a": 1}', "[1]", ":", "a:b", "a,b,,c"),
+    *("s3://", "file://", "file:///", "http://[::1", "::", "../..", "%", "%1F%1F", "on"),
+]
+CLUSTER_ENV = {
+    "METASTORE_KAFKA": "127.0.0.1:9092",
+    "METASTORE_WAREHOUSE": "s3://b/w",
+    "METASTORE_AUTH": "off",
+}
+
+
+def test_every_setting_refuses_hostile_values_with_a_config_error() -> None:
+    """Whatever a variable holds, loading either accepts it or raises ``ConfigError``
+    (one line naming it): never another exception, which would be a traceback."""
+    for f in fields(ServerConfig):
+        variable = ENV_PREFIX + f.name.upper()
+        for value in HOSTILE_VALUES:
+            for env in ({variable: value}, {**CLUSTER_ENV, variable: value}):
+                try:
+                    ServerConfig.load({}, env=env)
+                except ConfigError as refused:
+                    assert "\n" not in str(refused)
+                    assert len(str(refused)) < 1000, (variable, str(refused)[:200])
+
+
 def test_secret_values_are_never_quoted() -> None:
     for variable, value in [
         ("METASTORE_AUTH_CLIENTS", "alice-has-no-colon-secret"),
