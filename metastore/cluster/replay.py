@@ -242,13 +242,16 @@ def _run(
 def check_data_dir(path: Path) -> None:
     """A view goes into a new or empty directory, or one holding a database: RocksDB
     would otherwise scatter its files among whatever a mistyped path holds."""
-    if path.exists() and not path.is_dir():
-        raise NotAViewDirectory(f"--data-dir {path} is not a directory")
-    if path.is_dir() and any(path.iterdir()) and not (path / "CURRENT").exists():
-        raise NotAViewDirectory(
-            f"--data-dir {path} holds files but no database: refusing to write a view into it"
-            " (name a new or empty directory, or a view's)"
-        )
+    try:
+        if path.exists() and not path.is_dir():
+            raise NotAViewDirectory(f"--data-dir {path} is not a directory")
+        if path.is_dir() and any(path.iterdir()) and not (path / "CURRENT").exists():
+            raise NotAViewDirectory(
+                f"--data-dir {path} holds files but no database: refusing to write a view"
+                " into it (name a new or empty directory, or a view's)"
+            )
+    except OSError as exc:  # a name too long for the file system, a denied directory
+        raise NotAViewDirectory(f"--data-dir cannot be used: {exc.strerror}") from None
 
 
 def wipe_view(path: Path) -> None:

@@ -55,9 +55,10 @@ def check(cert: str, key: str, ca: str) -> None:
     if not cert:
         return
     for setting, path in (("tls_cert", cert), ("tls_key", key), ("tls_ca", ca)):
+        if not path:
+            continue
         try:  # OpenSSL would wait on a FIFO and read a device without end
-            if path:
-                read_small_file(path, MAX_PEM_FILE_BYTES)
+            read_small_file(path, MAX_PEM_FILE_BYTES)
         except NotSmallFile as exc:
             raise ConfigError(setting, f"{path} {exc}") from None
         except OSError as exc:

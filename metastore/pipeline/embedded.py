@@ -30,9 +30,13 @@ TASKS_PER_CORE = 4  # small tasks balance uneven catalogs
 
 def open_read_only(path: Path) -> Rdict:
     """The store at ``path`` opened read-only; ``JobError`` if it is not a store."""
-    if not path.is_dir():
+    try:
+        is_dir, has_database = path.is_dir(), (path / "CURRENT").is_file()
+    except OSError as exc:  # a name too long for the file system, a denied directory
+        raise JobError(f"--data-dir cannot be used: {exc.strerror}") from None
+    if not is_dir:
         raise JobError(f"{path} is not a directory")
-    if not (path / "CURRENT").is_file():
+    if not has_database:
         raise JobError(f"{path} is not a metastore store (no RocksDB database in it)")
     try:
         db = Rdict(str(path), Options(raw_mode=True), access_type=AccessType.read_only())

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -158,10 +159,13 @@ class JobOptions:
                 raise ValueError("--credential must be ID:SECRET")
             credential = (client_id, secret)
         out = Path(args.out) if args.out else Path(f"metastore-{job}")
-        if out.exists() and not out.is_dir():
-            raise ValueError(f"--out {str(out)!r} is not a directory")
-        if job != "rebuild":  # a rebuild's --out must be new or empty (its own check)
-            check_out(out)
+        try:
+            if out.exists() and not out.is_dir():
+                raise ValueError(f"--out {str(out)!r} is not a directory")
+            if job != "rebuild":  # a rebuild's --out must be new or empty (its own check)
+                check_out(out)
+        except OSError as exc:  # a name too long for the file system, a denied directory
+            raise ValueError(f"--out cannot be used: {exc.strerror}") from None
         return cls(
             source=source,
             where=str(where).rstrip("/") if source == "url" else str(where),
@@ -195,22 +199,27 @@ def check_out(out: Path) -> None:
 MAX_AGE_S = 3650 * 86_400.0  # ten years: any longer grace or retention is a unit mistake
 
 
+@contextmanager
+def _refused_as_usage() -> Iterator[None]:
+    """A setting rule's refusal, as the jobs' bad usage (exit 2, one line)."""
+    try:
+        yield
+    except ConfigError as exc:
+        raise JobError(str(exc)) from None
+
+
 def check_seconds(flag: str, value: float, low: float, high: float) -> float:
     """A duration flag, finite and within ``[low, high]``. A bare ``value < 0`` test lets
     nan through (every comparison with it is false) to the arithmetic that decides what
     a job keeps and what it deletes."""
-    try:
+    with _refused_as_usage():
         check_range(flag, value, low, high)
-    except ConfigError as exc:
-        raise JobError(str(exc)) from None
     return value
 
 
 def check_node_url(flag: str, url: str) -> str:
     """A node's ``http(s)://`` URL, refused as one line before a client is built on it
     (a malformed one would end in the HTTP library's traceback)."""
-    try:
+    with _refused_as_usage():
         check_url(flag, url)
-    except ConfigError as exc:
-        raise JobError(str(exc)) from None
     return url

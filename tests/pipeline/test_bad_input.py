@@ -181,6 +181,26 @@ def test_replay_writes_no_view_among_other_files(fresh: tuple[str, ...], tmp_pat
     assert (home / "notes.txt").read_text() == "mine"
 
 
+LONG = "a" * 5000  # past any file system's name length
+
+
+@pytest.mark.parametrize(
+    ("command", "flag"),
+    [
+        ("audit --url http://127.0.0.1:1", "--out"),
+        ("rebuild --url http://127.0.0.1:1", "--out"),
+        ("audit", "--data-dir"),
+        ("replay --kafka 127.0.0.1:1", "--data-dir"),
+    ],
+)
+def test_a_path_the_file_system_cannot_take(command: str, flag: str, tmp_path: Path) -> None:
+    """A name too long for the file system: one line, not the OSError's traceback."""
+    extra = ["--out", str(tmp_path / "out")] if flag == "--data-dir" and "audit" in command else []
+    done = cli(*command.split(), flag, str(tmp_path / LONG), *extra)
+    job = command.split()[0]
+    refused(done, f"metastore {job}: {flag} cannot be used: File name too long")
+
+
 def test_replay_of_an_unreachable_broker_exits_2(tmp_path: Path) -> None:
     """It used to print "replayed 0 records" and exit 0 (later: exit 3)."""
     view = str(tmp_path / "view")
