@@ -18,6 +18,7 @@ from pyspark.sql import SparkSession
 
 from metastore.pipeline import audit_job, exits, export_job, register
 from metastore.pipeline.exits import JobError
+from metastore.pipeline.export import TABLES
 from metastore.pipeline.node import NodeClient
 from metastore.pipeline.options import JobOptions
 from metastore.pipeline.progress import Progress
@@ -48,6 +49,9 @@ def _run(job: str, args: argparse.Namespace, out: TextIO, spark: SparkSession | 
     registering = job == "export" and args.register is not None
     if registering and node is None:
         raise JobError("--register needs --url (the node whose catalog receives the tables)")
+    if registering:
+        assert node is not None
+        register.check_targets(node, TABLES, args.register, args.register_namespace)
     source = open_source(options, node)
     try:
         source.check(options.scope)

@@ -386,3 +386,44 @@ def test_registered_export_tables_are_readable_by_pyiceberg(
     assert sorted(r["commit_id"] for r in commits) == sorted(
         r["commit_id"] for r in read(tmp_path, "commits")
     )
+
+
+def test_register_refuses_a_namespace_holding_tables_no_export_registered(
+    spark: SparkSession, node: NodeProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --register-namespace of the user's own, with a `commits` table: refused before
+    the export runs, the table left as it was. Tables an export registered are replaced."""
+    warehouse = f"{TENANT}/ops"
+    client = RestCatalog("owner", uri=node.url, warehouse=warehouse)
+    client.create_namespace_if_not_exists("mine")
+    schema = Schema(NestedField(1, "id", LongType(), required=False))
+    theirs = client.create_table(("mine", "commits"), schema)
+    theirs.append(pa.table({"id": pa.array([1, 2, 3], pa.int64())}))
+    before = client.load_table(("mine", "commits")).metadata
+    out = tmp_path / "out"
+    argv = ["export", "--url", node.url, "--tenant", TENANT, "--catalog", "sales"]
+    argv += ["--out", str(out), "--register", warehouse]
+    capsys.readouterr()
+    ran = run_job(spark, *argv, "--register-namespace", "mine")
+    assert ran.status == 2, ran.stdout
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "metastore export: mine.commits exists and no export registered it: refusing to"
+        " replace it; name another --register-namespace"
+    ]
+    assert client.load_table(("mine", "commits")).metadata == before
+    assert not out.exists()  # refused before the export wrote anything
+    for flags, message in (  # the catalog's refusals: one line each, nothing exported
+        (["--register", "nosuch/cat"], "--register nosuch/cat: NoSuchTenantException"),
+        (["--register-namespace", ""], f"--register {warehouse}: BadRequestException"),
+    ):
+        ran = run_job(spark, *argv, "--register-namespace", "n2", *flags)
+        assert ran.status == 2, ran.stdout
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"metastore export: {message}"), err
+        assert not out.exists()
+    first = run_job(spark, *argv, "--register-namespace", "exported")
+    again = run_job(spark, *argv, "--register-namespace", "exported")
+    assert first.status == again.status == 0, again.stdout
+    table = client.load_table(("exported", "commits"))
+    assert table.properties["metastore.export"] == "true"
