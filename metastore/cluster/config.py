@@ -24,6 +24,10 @@ from metastore.small_files import NotSmallFile, read_small_file
 PROPERTIES_ENV = "METASTORE_KAFKA_PROPERTIES"
 PROPERTIES_FILE_ENV = "METASTORE_KAFKA_PROPERTIES_FILE"
 MAX_PROPERTIES_FILE_BYTES = 1024 * 1024  # room for PEM blocks (a CA bundle) inline
+# Past these a number is a typo: a replay of a billion partitions would hang building its
+# assignment, and librdkafka refuses a topic past them with a traceback of its own.
+MAX_PARTITIONS = 10_000  # the nodes' own bound (METASTORE_PARTITIONS)
+MAX_REPLICATION_FACTOR = 100
 
 # property -> why the operator may not set it (the node sets it, or it breaks a guarantee)
 REFUSED_PROPERTIES: Mapping[str, str] = {
@@ -177,10 +181,13 @@ class ClusterConfig:
     publish_events: bool = False
 
     def __post_init__(self) -> None:
-        if self.partitions < 1:
-            raise ValueError("partitions must be >= 1")
-        if self.replication_factor < 1:
-            raise ValueError("replication_factor must be >= 1")
+        if not 1 <= self.partitions <= MAX_PARTITIONS:
+            raise ValueError(f"partitions must be 1-{MAX_PARTITIONS}, not {self.partitions}")
+        if not 1 <= self.replication_factor <= MAX_REPLICATION_FACTOR:
+            raise ValueError(
+                f"replication_factor must be 1-{MAX_REPLICATION_FACTOR},"
+                f" not {self.replication_factor}"
+            )
         if not self.prefix or any(c not in _TOPIC_CHARS for c in self.prefix):
             raise ValueError("prefix may use only A-Z a-z 0-9 . _ -")
         check_properties(self.kafka_properties)

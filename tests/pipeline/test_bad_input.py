@@ -181,6 +181,25 @@ def test_replay_writes_no_view_among_other_files(fresh: tuple[str, ...], tmp_pat
     assert (home / "notes.txt").read_text() == "mine"
 
 
+@pytest.mark.parametrize(
+    ("command", "flag", "value", "problem"),
+    [  # a replay of a billion partitions used to hang building its assignment
+        ("replay", "--partitions", "1000000000", "partitions must be 1-10000"),
+        ("topics create", "--partitions", "1000000000", "partitions must be 1-10000"),
+        ("topics create", "--replication-factor", "100000", "replication_factor must be 1-100"),
+    ],
+)
+def test_a_count_past_its_bound(
+    command: str, flag: str, value: str, problem: str, tmp_path: Path
+) -> None:
+    source = ["--kafka", "127.0.0.1:1"]
+    if command == "replay":
+        source += ["--data-dir", str(tmp_path / "view")]
+    done = cli(*command.split(), *source, flag, value, "--timeout", "1")
+    refused(done, "metastore", f"invalid configuration: {problem}, not {value}")
+    assert not any(tmp_path.iterdir())
+
+
 LONG = "a" * 5000  # past any file system's name length
 
 
