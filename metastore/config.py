@@ -19,7 +19,7 @@ from pathlib import Path
 
 from metastore import cpu_pinning
 from metastore.cluster import tls
-from metastore.cluster.config import load_properties
+from metastore.cluster.config import MAX_PARTITIONS, load_properties
 from metastore.cluster.peer_auth import (
     MIN_SECRET_LENGTH,
     SECRET_ENV,
@@ -95,7 +95,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "recent_heads": (0, 10_000),
     "lease_seconds": (1, DAY_S),
     "gc_reclaim_s": (1, DAY_S),
-    "partitions": (1, 10_000),
+    "partitions": (1, MAX_PARTITIONS),
     "session_timeout_ms": (1_000, 3_600_000),
     "forward_timeout_s": (0.001, 3_600),
     "consistency_wait_s": (0.001, 3_600),

@@ -26,7 +26,7 @@ PROPERTIES_FILE_ENV = "METASTORE_KAFKA_PROPERTIES_FILE"
 MAX_PROPERTIES_FILE_BYTES = 1024 * 1024  # room for PEM blocks (a CA bundle) inline
 # Past these a number is a typo: a replay of a billion partitions would hang building its
 # assignment, and librdkafka refuses a topic past them with a traceback of its own.
-MAX_PARTITIONS = 10_000  # the nodes' own bound (METASTORE_PARTITIONS)
+MAX_PARTITIONS = 10_000  # also the nodes' (METASTORE_PARTITIONS) and the jobs' bound
 MAX_REPLICATION_FACTOR = 100
 
 # property -> why the operator may not set it (the node sets it, or it breaks a guarantee)

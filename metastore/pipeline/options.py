@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from metastore.cluster.config import MAX_PARTITIONS
 from metastore.config_rules import ConfigError, check_range, check_url
 from metastore.pipeline.exits import JobError
 
@@ -115,8 +116,8 @@ class JobOptions:
     credential: tuple[str, str] | None
 
     def __post_init__(self) -> None:
-        if not 1 <= self.partitions <= 10_000:
-            raise ValueError(f"--partitions must be 1-10000, not {self.partitions}")
+        if not 1 <= self.partitions <= MAX_PARTITIONS:
+            raise ValueError(f"--partitions must be 1-{MAX_PARTITIONS}, not {self.partitions}")
         if self.source == "url":
             check_url("--url", self.where)  # one a client can be built on, or refused here
         if not self.master:

@@ -57,7 +57,7 @@ def _registered(catalog: RestCatalog, identifier: tuple[str, str]) -> Table | No
 def check_targets(node: NodeClient, tables: Iterable[str], warehouse: str, namespace: str) -> None:
     """Before the export runs: the catalog answers, the namespace exists (created if
     not), and every table the export would register is new or an export's."""
-    with _refused_as_usage(warehouse):
+    with _catalog_refusals(warehouse):
         catalog = _catalog(node, warehouse)
         catalog.create_namespace_if_not_exists(namespace)
         for name in tables:
@@ -65,7 +65,7 @@ def check_targets(node: NodeClient, tables: Iterable[str], warehouse: str, names
 
 
 @contextmanager
-def _refused_as_usage(warehouse: str) -> Iterator[None]:
+def _catalog_refusals(warehouse: str) -> Iterator[None]:
     """The catalog's refusal (no such tenant or catalog, no access, a name it will not
     take) as bad usage: one line naming the catalog, exit 2."""
     try:
@@ -78,7 +78,7 @@ def register(
     node: NodeClient, out: Path, tables: Iterable[str], warehouse: str, namespace: str
 ) -> dict[str, str]:
     """The Iceberg identifier of every registered table, by exported table name."""
-    with _refused_as_usage(warehouse):
+    with _catalog_refusals(warehouse):
         return _register(_catalog(node, warehouse), out, tables, namespace)
 
 
