@@ -58,6 +58,14 @@ class PayloadTooLarge(MetastoreError):
     error_type = "RequestEntityTooLargeException"
 
 
+class UnsupportedCoding(MetastoreError):
+    """A request body in a content coding the node does not decode; the response's
+    ``Accept-Encoding`` names those it does (``metastore.api.body_coding``)."""
+
+    status = 415
+    error_type = "UnsupportedMediaTypeException"
+
+
 class Unauthorized(MetastoreError):
     status = 401
     error_type = "NotAuthorizedException"

@@ -17,6 +17,7 @@ import asyncio
 from aiohttp import web
 
 from metastore.api.typedefs import CLUSTER
+from metastore.api.validation import body_of
 from metastore.cluster import protocol
 from metastore.cluster.node import ClusterNode
 from metastore.cluster.records import Role
@@ -29,7 +30,7 @@ routes = web.RouteTableDef()
 @routes.post(protocol.UPDATEABLES_PATH)
 async def cas_updateable(request: web.Request) -> web.Response:
     node = request.app[CLUSTER]
-    cas = protocol.UpdateableCas.decode(await request.read())
+    cas = protocol.UpdateableCas.decode(body_of(request))
     partition = node.partition_of(cas.key.tenant, cas.key.catalog)
     owner = node.local_owner(partition)
     if owner is None or not owner.ready:

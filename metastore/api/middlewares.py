@@ -10,22 +10,32 @@ request rate. ``authorize``: the route's rule, before its handler.
 
 from __future__ import annotations
 
-import json
 import logging
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
+from aiohttp.web_protocol import RequestPayloadError
 
 from metastore import logs
+from metastore.api import body_coding
 from metastore.api.access import rule_for
 from metastore.api.authz import CHECKER
 from metastore.api.guards import Metrics, Open
+from metastore.api.observe import CLIENT_CLOSED
 from metastore.api.peers import is_node_request
 from metastore.api.principal import PRINCIPAL, caller
+from metastore.api.protocol_errors import client_message
+from metastore.api.responses import error_response, error_type_of
 from metastore.api.tenancy import charge, check_caller_token
 from metastore.api.typedefs import AUTHORIZER, CONFIG, IDENTITY
 from metastore.api.validation import BODY, receive
-from metastore.errors import Forbidden, MetastoreError, NotOwner, TooManyRequests, bounded
+from metastore.errors import (
+    Forbidden,
+    MetastoreError,
+    NotOwner,
+    TooManyRequests,
+    UnsupportedCoding,
+)
 
 log = logging.getLogger(__name__)
 
@@ -40,26 +50,6 @@ def is_open(path: str) -> bool:
     return path in OPEN_PATHS or path.startswith(CONSOLE_ASSETS)
 
 
-_HTTP_TYPES = {
-    400: "BadRequestException",
-    401: "NotAuthorizedException",
-    403: "ForbiddenException",
-    404: "NotFoundException",
-    405: "MethodNotAllowedException",
-    406: "NotAcceptableException",
-    408: "RequestTimeoutException",
-    409: "ConflictException",
-    413: "RequestEntityTooLargeException",
-    415: "UnsupportedMediaTypeException",
-    503: "ServiceUnavailableException",
-}
-
-
-def error_response(status: int, error_type: str, message: str) -> web.Response:
-    body = {"error": {"message": bounded(message), "type": error_type, "code": status}}
-    return web.json_response(body, status=status, dumps=json.dumps)
-
-
 @web.middleware
 async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
@@ -70,6 +60,8 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         response = error_response(exc.status, exc.error_type, exc.message)
         if isinstance(exc, TooManyRequests):
             response.headers["Retry-After"] = str(exc.retry_after)
+        elif isinstance(exc, UnsupportedCoding):  # the codings that would have been taken
+            response.headers["Accept-Encoding"] = body_coding.ACCEPTED
         return response
     except web.HTTPException as exc:
         if exc.status < 400:
@@ -77,10 +69,10 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         message = exc.reason if exc.status != 404 else f"no such resource: {request.path}"
         if exc.status == 413:
             message = f"request body too large: {exc.text or exc.reason}"
-        return error_response(exc.status, _HTTP_TYPES.get(exc.status, "HttpException"), message)
+        return error_response(exc.status, error_type_of(exc.status), message)
     except Exception:
         log.exception("unhandled error in %s %s", request.method, request.path)
-        return error_response(500, "InternalServerError", "internal server error (logged)")
+        return error_response(500, error_type_of(500), "internal server error (logged)")
 
 
 @web.middleware
@@ -97,9 +89,16 @@ async def read_body(request: web.Request, handler: Handler) -> web.StreamRespons
         request[BODY] = await receive(request, config.max_body_bytes, config.body_timeout_s)
     except TimeoutError:
         message = f"the request body did not arrive within {config.body_timeout_s:g}s"
-        response = error_response(408, _HTTP_TYPES[408], message)
+        response = error_response(408, error_type_of(408), message)
         response.force_close()  # the rest of the body may still be on its way
         return response
+    except RequestPayloadError as exc:  # broken chunked framing: the client's bytes
+        message = f"the request body cannot be read: {client_message(exc)}"
+        response = error_response(400, error_type_of(400), message)
+        response.force_close()  # the parser lost its place in the stream
+        return response
+    except ConnectionResetError:  # the client left before its body was whole
+        return web.Response(status=CLIENT_CLOSED)  # for the access line: nobody reads it
     return await handler(request)
 
 

@@ -16,6 +16,11 @@ as it likes; enough of them starve everyone else. Three bounds, each a setting:
 - ``max_connections``: past this many open connections, a new one is answered
   503 and closed at once, so the node keeps its descriptors and memory and the
   connections it has keep being served.
+
+Each connection is served by ``ProtocolErrors`` (aiohttp's request handler answering
+its own refusals in the node's error shape, ``metastore.api.protocol_errors``), with
+the parser's body decoding off: ``receive`` decodes within the body limit
+(``metastore.api.body_coding``).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import signal
 import sys
 from collections.abc import Callable
 from ssl import SSLContext
+from typing import Any
 
 from aiohttp import web
 
@@ -37,6 +43,7 @@ from metastore.api.heap import (
     settle_after_startup,
     stop_freezing_survivors,
 )
+from metastore.api.protocol_errors import ProtocolErrors
 from metastore.config import ServerConfig
 
 log = logging.getLogger(__name__)
@@ -143,9 +150,11 @@ async def _serve(
     # before the app starts any thread: they all inherit the CPU (``cpu_pinning``)
     pinned = config.pinned_cpu
     cpus = None if pinned is None else cpu_pinning.pin(pinned)
-    runner = web.AppRunner(
-        app, keepalive_timeout=config.header_timeout_s, shutdown_timeout=SHUTDOWN_TIMEOUT_S
-    )
+    handler_args: dict[str, Any] = {
+        "keepalive_timeout": config.header_timeout_s,
+        "auto_decompress": False,  # bodies are decoded within their limit (``body_coding``)
+    }
+    runner = web.AppRunner(app, shutdown_timeout=SHUTDOWN_TIMEOUT_S, **handler_args)
     try:
         await runner.setup()
     except BaseException:
@@ -162,8 +171,13 @@ async def _serve(
     # the loop answer between a batch's steps (``make bench``: +15-30 % commits/s).
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
-        assert runner.server is not None
-        limit = ConnectionLimit(runner.server, config.max_connections)
+        manager = runner.server
+        assert manager is not None
+
+        def handler() -> ProtocolErrors:  # what ``manager()`` makes, refusing in our shape
+            return ProtocolErrors(manager, loop=loop, **handler_args)
+
+        limit = ConnectionLimit(handler, config.max_connections)
         server = await loop.create_server(
             limit, config.host, config.port, ssl=ssl_context, reuse_address=True
         )

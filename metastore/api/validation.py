@@ -18,16 +18,17 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any, TypeVar
 
-from aiohttp import web
+from aiohttp import hdrs, web
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
+from metastore.api import body_coding
 from metastore.api.accept import Accept, compile_accept
 from metastore.errors import BadRequest, PayloadTooLarge, ValidationFailed
 from metastore.resources import schemas_dir
 
 _BASE = "https://metastore.local/schemas/api/"
-BODY = web.RequestKey("body", bytes)  # the raw body, once ``receive`` has read it
+BODY = web.RequestKey("body", bytes)  # the body, once ``receive`` has read and decoded it
 PARSED = web.RequestKey("parsed-body", tuple)  # (schema, body) of the last ``read_json``
 OFF_LOOP_BYTES = 64 * 1024  # bodies past this are parsed and checked in a worker thread
 R = TypeVar("R")
@@ -101,20 +102,24 @@ def _loads(raw: bytes) -> Any:
 
 
 async def receive(request: web.Request, limit: int, timeout: float) -> bytes:  # noqa: ASYNC109
-    """The whole body, within ``timeout`` seconds (TimeoutError) and ``limit`` bytes (413)."""
+    """The whole body, decoded (``body_coding``), within ``timeout`` seconds (TimeoutError)
+    and ``limit`` bytes (413) as sent and again once decoded."""
     if request.content_length is not None and request.content_length > limit:
         raise PayloadTooLarge(
             f"request body of {request.content_length} bytes exceeds {limit} bytes"
         )
     if not request.body_exists:
         return b""
+    applied = body_coding.codings(request.headers.getall(hdrs.CONTENT_ENCODING, ()))
     try:
         if request.content.is_eof():  # the whole body came with the head: nothing to wait for
-            return await request.read()
-        async with asyncio.timeout(timeout):
-            return await request.read()
+            sent = await request.read()
+        else:
+            async with asyncio.timeout(timeout):
+                sent = await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise PayloadTooLarge(f"request body exceeds the limit of {limit} bytes") from None
+    return body_coding.decode(sent, applied, limit) if applied else sent
 
 
 def body_of(request: web.Request) -> bytes:

@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
-from metastore.api.middlewares import error_response
+from metastore.api.responses import error_response
 from metastore.api.typedefs import IDENTITY
 from metastore.errors import Unauthorized
 from metastore.iceberg.context import json_response
