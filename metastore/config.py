@@ -77,6 +77,8 @@ SERVICE_LINK_HINT = (
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 DAY_S = 86_400.0
 
+DEFAULT_MAX_METADATA_FILE_BYTES = 64 * MiB  # a metadata file of some 50,000 snapshots
+
 # Settings whose values are never printed (describe(), error messages).
 SECRETS = frozenset({"warehouse_io", "auth_clients"})
 SECRETS |= {"cluster_secret", "kafka_properties"}  # cluster security
@@ -90,6 +92,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "max_changes_per_commit": (1, 100_000),
     "cache_bytes": (MiB, 1024 * GiB),
     "iceberg_load_cache_bytes": (0, 1024 * GiB),
+    "max_metadata_file_bytes": (64 * KiB, 16 * GiB),
     "index_embedded_bytes": (256, 16 * MiB),
     "index_stripe_bytes": (KiB, 32 * MiB),
     "recent_heads": (0, 10_000),
@@ -136,6 +139,9 @@ class ServerConfig:
     max_connections: int = 1024  # concurrent connections; past this: 503 and closed
     cache_bytes: int = 128 * 1024 * 1024  # decoded immutable objects
     iceberg_load_cache_bytes: int = 64 * 1024 * 1024  # Iceberg loads' metadata text; 0: off
+    # one file of a catalog's storage the node reads whole: a registered metadata file, a
+    # manifest list a rebase reads (clients write them; ``iceberg/bounded_input.py``)
+    max_metadata_file_bytes: int = DEFAULT_MAX_METADATA_FILE_BYTES
     index_embedded_bytes: int = 4 * 1024  # spill the embedded index past this (see ARCHITECTURE)
     index_stripe_bytes: int = 64 * 1024  # split a spilled index stripe past this
     recent_heads: int = DEFAULT_RECENT_HEADS

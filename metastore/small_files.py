@@ -17,6 +17,10 @@ class NotSmallFile(ValueError):
     """The path names something other than a regular file within the bound."""
 
 
+class TooLarge(NotSmallFile):
+    """A regular file past the bound."""
+
+
 def read_small_file(path: str, limit: int) -> bytes:
     """The bytes of the regular file ``path``; ``NotSmallFile`` past ``limit`` bytes or for
     anything but a regular file, ``OSError`` when it cannot be opened or read."""
@@ -34,7 +38,7 @@ def read_small_file(path: str, limit: int) -> bytes:
             chunks.append(chunk)
             size += len(chunk)
         if size > limit:
-            raise NotSmallFile(f"is larger than {limit:,} bytes")
+            raise TooLarge(f"is larger than {limit:,} bytes")
         return b"".join(chunks)
     finally:
         os.close(fd)

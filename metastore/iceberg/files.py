@@ -31,8 +31,7 @@ from urllib.parse import quote
 import pyiceberg.io.pyarrow  # noqa: F401 - imported with the node, not by its first write
 from pyiceberg.exceptions import ValidationError as IcebergValidationError
 from pyiceberg.io import PY_IO_IMPL, FileIO, load_file_io
-from pyiceberg.serializers import FromInputFile
-from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil
 
 from metastore.catalog_storage import CatalogStorage
 from metastore.durable_writes import (
@@ -44,6 +43,7 @@ from metastore.durable_writes import (
     sync_file,
 )
 from metastore.errors import BadRequest, NotFound, StorageUnavailable
+from metastore.iceberg.bounded_input import DEFAULT_READ_LIMIT, read_bounded
 from metastore.iceberg.file_ios import FileIOs
 from metastore.locations import check_inside, is_inside, normalize
 from metastore.memory_only import check as may_wait
@@ -65,9 +65,12 @@ class Warehouse:
     ``sync`` (the node's ``--fsync``): the local folders and metadata files the server
     makes are durable before a commit names them (``metastore.durable_writes``)."""
 
-    def __init__(self, storage: CatalogStorage, *, sync: bool = True) -> None:
+    def __init__(
+        self, storage: CatalogStorage, *, sync: bool = True, read_limit: int = DEFAULT_READ_LIMIT
+    ) -> None:
         self.storage = storage
         self.sync = sync
+        self.read_limit = read_limit  # the bytes of one file the node reads whole
         self._file_ios = FileIOs()  # shared by every request's ``files``
 
     def catalog_roots(self, tenant: str, catalog: str) -> tuple[str, ...]:
@@ -134,7 +137,7 @@ class Warehouse:
         """The catalog's files, through its storage's FileIO properties and secrets."""
         storage = self.storage.of(tenant, catalog)
         properties = partial(self.storage.io_properties, storage)
-        return TableFiles(properties, self._file_ios, sync=self.sync)
+        return TableFiles(properties, self._file_ios, sync=self.sync, read_limit=self.read_limit)
 
     def new_metadata_location(self, metadata: TableMetadata, previous: str | None) -> str:
         """Where the next metadata.json of a table goes: under ``write.metadata.path`` or
@@ -202,10 +205,12 @@ class TableFiles:
         shared: FileIOs | None = None,
         *,
         sync: bool = True,
+        read_limit: int = DEFAULT_READ_LIMIT,
     ) -> None:
         self._properties = properties
         self._shared = shared
         self._sync = sync  # local files: durable before the write returns
+        self.read_limit = read_limit  # the bytes of one file the node reads whole
 
     def io(self, location: str) -> FileIO:
         may_wait()  # a file or an object store
@@ -257,10 +262,11 @@ class TableFiles:
                 sync_file(local)
 
     def read_table_metadata(self, location: str) -> TableMetadata:
-        """The table metadata in the file at ``location``; 400 for anything else there."""
-        io = self.io(location)
+        """The table metadata in the file at ``location``; 400 for anything else there,
+        or for a file past the node's bound (``bounded_input``)."""
         try:
-            return FromInputFile.table_metadata(io.new_input(location))
+            data = read_bounded(self.io(location), location, self.read_limit, "metadata file")
+            return TableMetadataUtil.parse_raw(data.decode())
         except FileNotFoundError:
             raise BadRequest(f"no metadata file at {location}") from None
         except (ValueError, LookupError, TypeError, OSError, IcebergValidationError) as exc:
@@ -270,14 +276,11 @@ class TableFiles:
             raise BadRequest(f"{location} is not a table metadata file: {first}") from None
 
     def read_bytes(self, location: str) -> bytes:
-        """A metadata file the server wrote; 404 if it is gone (its table was purged)."""
+        """A metadata file the server wrote; 404 if it is gone (its table was purged),
+        400 if something past the node's bound replaced it (``bounded_input``)."""
         try:
-            with (
-                _unavailable_on_error("read", location),
-                self.io(location).new_input(location).open() as stream,
-            ):
-                data: bytes = stream.read()
-                return data
+            with _unavailable_on_error("read", location):
+                return read_bounded(self.io(location), location, self.read_limit, "metadata file")
         except FileNotFoundError:
             raise NotFound(
                 f"metadata file {location} no longer exists: its table or view was purged"

@@ -24,6 +24,7 @@ from pyiceberg.io import FileIO
 from pyiceberg.manifest import ManifestFile, read_manifest_list
 
 from metastore.errors import BadRequest
+from metastore.iceberg.bounded_input import DEFAULT_READ_LIMIT, BytesInputFile, read_bounded
 
 LISTS = 64  # the heads of recent commits, and the lists of the commits waiting for their turn
 MANIFESTS = 100_000  # in all the lists kept (shared ones counted in each)
@@ -40,7 +41,13 @@ class Listed:
 
 
 class ManifestLists:
-    def __init__(self, lists: int = LISTS, manifests: int = MANIFESTS) -> None:
+    def __init__(
+        self,
+        lists: int = LISTS,
+        manifests: int = MANIFESTS,
+        read_limit: int = DEFAULT_READ_LIMIT,
+    ) -> None:
+        self._read_limit = read_limit  # the bytes of one list read (``bounded_input``)
         self._lists = lists
         self._manifests = manifests
         self._items: OrderedDict[str, Listed] = OrderedDict()
@@ -54,12 +61,13 @@ class ManifestLists:
 
     def listed(self, io: FileIO, location: str) -> Listed:
         """The list at ``location`` as kept (read on a miss, blocking; 400 if it cannot
-        be read as a manifest list)."""
+        be read as a manifest list or is past the bound of one file read)."""
         found = self.get(location)
         if found is not None:
             return found
         try:
-            manifests = tuple(read_manifest_list(io.new_input(location)))
+            data = read_bounded(io, location, self._read_limit, "manifest list")
+            manifests = tuple(read_manifest_list(BytesInputFile(location, data)))
         except (OSError, ValueError, LookupError, TypeError, EOFError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
             raise BadRequest(f"cannot read the manifest list {location}: {first}") from None

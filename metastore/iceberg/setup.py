@@ -43,5 +43,6 @@ async def iceberg_ctx(app: web.Application) -> AsyncIterator[None]:
         default_codec(),
         config.iceberg_load_cache_bytes,
         sync=config.fsync,
+        read_limit=config.max_metadata_file_bytes,
     )
     yield

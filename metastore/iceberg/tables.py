@@ -176,7 +176,7 @@ class Tables:
         self.answers = AnswerCache(answer_bytes)  # loads' metadata text (``answer_cache``)
         self.purges = PurgeCounters()
         self._turns = Turns()
-        self._manifest_lists = ManifestLists()  # read by append rebases
+        self._manifest_lists = ManifestLists(read_limit=warehouse.read_limit)  # by rebases
 
     # --- reads -------------------------------------------------------------------------
 
