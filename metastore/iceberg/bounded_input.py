@@ -3,10 +3,12 @@
 Clients write to their tables' storage themselves (data files, manifests, manifest
 lists, metadata files), and the node reads some of what they wrote: the metadata file
 a register names, the manifest lists an append's rebase builds on, the metadata file
-an idempotent retry is answered from. A file there can be anything its writer made
+an idempotent retry is answered from, the manifest lists and manifests of a table it
+purges. A file there can be anything its writer made
 it: a register of a 3 GiB file under the table's own location grew the node to
 23 GB until the kernel killed it, every tenant's node with it; a FIFO named
-``*.metadata.json`` would hold a worker thread forever. Each such read here stops
+``*.metadata.json`` would hold a worker thread forever. A purge reads the dropped
+table's manifest lists and manifests the same way. Each such read here stops
 one byte past ``limit`` (``METASTORE_MAX_METADATA_FILE_BYTES``), a local file must be
 a regular file (opened without waiting, ``metastore.small_files``), and an object
 store's object is refused by its size before it is fetched. The refusal is a 400
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import io
 
-from pyiceberg.io import FileIO, InputFile, InputStream
+from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile
 
 from metastore.config import DEFAULT_MAX_METADATA_FILE_BYTES
 from metastore.errors import BadRequest
@@ -67,6 +69,28 @@ class BytesInputFile(InputFile):
 
     def open(self, seekable: bool = True) -> InputStream:
         return io.BytesIO(self._data)
+
+
+class BoundedReads(FileIO):
+    """``inner`` with every read through ``read_bounded``, for pyiceberg's readers that
+    open the files they read themselves (a manifest's entries, a snapshot's list)."""
+
+    def __init__(self, inner: FileIO, limit: int, what: str) -> None:
+        super().__init__(inner.properties)
+        self._inner = inner
+        self._limit = limit
+        self._what = what
+
+    def new_input(self, location: str) -> InputFile:
+        return BytesInputFile(
+            location, read_bounded(self._inner, location, self._limit, self._what)
+        )
+
+    def new_output(self, location: str) -> OutputFile:
+        return self._inner.new_output(location)
+
+    def delete(self, location: str | InputFile | OutputFile) -> None:
+        self._inner.delete(location)
 
 
 def _local_path(location: str) -> str | None:

@@ -28,6 +28,7 @@ from pyiceberg.io import FileIO
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
+from metastore.iceberg.bounded_input import DEFAULT_READ_LIMIT, BoundedReads
 from metastore.locations import Location, is_inside, normalize
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,9 @@ class Purge:
         metadata_location: str | None,
         held: Sequence[str],
         io: Callable[[str], FileIO],
+        read_limit: int = DEFAULT_READ_LIMIT,
     ) -> None:
+        self._read_limit = read_limit  # the bytes of one list or manifest read
         self._metadata = metadata
         self._metadata_location = metadata_location
         self._own = normalize(metadata.location, "table location", file=True)
@@ -108,7 +111,7 @@ class Purge:
         if not self._take(manifest_list, "manifest list"):
             return
         try:
-            manifests = snapshot.manifests(self._io(manifest_list))
+            manifests = snapshot.manifests(self._reads(manifest_list, "manifest list"))
         except Exception as exc:  # a broken file must not stop the rest of the purge
             self._failed("read manifest list", manifest_list, exc)
             return
@@ -117,13 +120,17 @@ class Purge:
                 continue
             try:
                 entries = manifest.fetch_manifest_entry(
-                    self._io(manifest.manifest_path), discard_deleted=False
+                    self._reads(manifest.manifest_path, "manifest"), discard_deleted=False
                 )
             except Exception as exc:
                 self._failed("read manifest", manifest.manifest_path, exc)
                 continue
             for entry in entries:
                 self._take(entry.data_file.file_path, "data file")
+
+    def _reads(self, path: str, what: str) -> FileIO:
+        """The FileIO of ``path``, reading no file past the bound (``bounded_input``)."""
+        return BoundedReads(self._io(path), self._read_limit, what)
 
     def _take(self, path: str, what: str) -> bool:
         """Queue ``path`` for deletion if it is this table's own; True if it is (once)."""

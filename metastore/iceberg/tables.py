@@ -704,7 +704,7 @@ class Tables:
             location = normalize(metadata.location, "table location", file=True)
             held = self.records(tenant, catalog).inside(location)  # taken since the drop
             io = self.warehouse.files(tenant, catalog).io
-            purge = Purge(metadata, state.metadata_location, held, io)
+            purge = Purge(metadata, state.metadata_location, held, io, self.warehouse.read_limit)
             report = purge.report
             purge.run()
         except Exception as exc:

@@ -3,9 +3,9 @@
 A register names a metadata file the client put under its table's location; before the
 bound, a 3 GiB file there grew the node until the kernel killed it. Each refusal is a
 400 naming the file (and the setting, when it is the size), nothing is registered, and
-the node goes on; the same file within the bound registers. On the local file system
-and in an S3 bucket (moto's server), with ``METASTORE_MAX_METADATA_FILE_BYTES`` at
-256 KiB so the files stay small.
+the node goes on; the same file within the bound registers. A purge reads the dropped
+table's manifests the same way. On the local file system and in an S3 bucket (moto's
+server), with ``METASTORE_MAX_METADATA_FILE_BYTES`` at 256 KiB so the files stay small.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from harness.node import NodeProcess
 from harness.s3 import KEYS, S3Process
 
-from .support import SCHEMA, Http, assert_error
+from .support import SCHEMA, Http, assert_error, rows
 
 LIMIT = 256 * 1024
 SETTING = "METASTORE_MAX_METADATA_FILE_BYTES"
@@ -145,3 +145,31 @@ def test_an_s3_object_past_the_bound_is_refused_by_its_size(
     lake.assert_refused("over", over, f"is larger than {LIMIT:,} bytes ({SETTING})")
     registered = lake.register("at", f"{lake.location}/metadata/00009-at.metadata.json")
     assert registered.status_code == 200, registered.text
+
+
+def test_a_purge_reads_no_manifest_past_the_bound_and_deletes_the_rest(
+    node: NodeProcess,
+) -> None:
+    """The purge logs the manifest it would not read and goes on with the table's other
+    files; a FIFO in its place does not hold the purge either."""
+    lake = local_lake(node)
+    table = lake.client.create_table(("db", "t"), SCHEMA)
+    table.append(rows([1, 2]))
+    table.append(rows([3]))
+    table = lake.client.load_table(("db", "t"))
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    big, fifo = (
+        Path(m.manifest_path.removeprefix("file://")) for m in snapshot.manifests(table.io)
+    )
+    big.write_bytes(b"\0" * (LIMIT + 1))
+    big_list = Path(snapshot.manifest_list.removeprefix("file://"))
+    fifo.unlink()
+    os.mkfifo(fifo)
+    metadata_file = Path(table.metadata_location.removeprefix("file://"))
+    assert lake.client.purge_table(("db", "t")) is None
+    log = node.log_path.read_text(errors="replace")
+    assert f"purge: cannot read manifest {big.as_uri()}: BadRequest: manifest " in log
+    assert f"is larger than {LIMIT:,} bytes ({SETTING})" in log
+    assert f"purge: cannot read manifest {fifo.as_uri()}: BadRequest: " in log
+    assert not metadata_file.exists() and not big_list.exists()  # the rest went
