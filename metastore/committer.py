@@ -56,6 +56,7 @@ from metastore.persistence.base import (
     WritesTogether,
 )
 from metastore.store import CatalogObjects, StagedObjects
+from metastore.write_failures import WriteFailures
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,7 @@ class Committer:
         self._sleep = sleep
         self._rng = rng or random.Random()
         self.cas_retries = 0
+        self.write_failures = WriteFailures()  # the store's failed writes (``/health``)
 
     @property
     def writes_together(self) -> bool:
@@ -238,6 +240,7 @@ class Committer:
         return _Built(ref_key, requests, base, staged, results, update, deletes)
 
     def _wrote(self, started: float) -> None:
+        self.write_failures.succeeded()
         if self._write_time is not None:
             self._write_time(time.perf_counter() - started)
 
@@ -253,7 +256,7 @@ class Committer:
             log.error("write of %d commits to %s: %s", count, ref_key, exc.message)
             failure = exc
         else:
-            log.exception("write of %d commits to %s failed", count, ref_key, exc_info=exc)
+            self.write_failures.failed(f"write of {count} commits to {ref_key}", exc)
             failure = CommitStateUnknown(f"commit state unknown: {exc}")
         return [failure if isinstance(r, CommitOutcome) else r for r in built.results]
 

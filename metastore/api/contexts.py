@@ -47,6 +47,7 @@ from metastore.api.typedefs import (
     SCOPES,
     STATS,
     STORAGE,
+    WRITE_FAILURES,
 )
 from metastore.cache import ObjectCache
 from metastore.catalog_storage import CatalogStorage, NodeStorage
@@ -226,6 +227,7 @@ async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
     lanes = CommitLanes(committer, app[COMMIT_THREADS], metrics=app[METRICS].commits)
     metastore = Metastore(persistence, codec, cache, lanes, consistency=_consistency(app))
     app[METASTORE] = metastore
+    app[WRITE_FAILURES] = committer.write_failures
     app[QUOTAS] = quotas
     metastore.tenant_changed.append(quotas.forget)
     app[STORAGE] = CatalogStorage(metastore, NodeStorage.of(config))

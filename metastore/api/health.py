@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 
 from aiohttp import web
 
-from metastore.api.typedefs import CLUSTER, LEASER, METASTORE, METRICS, PENDING, STATS
+from metastore.api.typedefs import (
+    CLUSTER,
+    LEASER,
+    METASTORE,
+    METRICS,
+    PENDING,
+    STATS,
+    WRITE_FAILURES,
+)
 
 routes = web.RouteTableDef()
 
@@ -15,12 +24,20 @@ routes = web.RouteTableDef()
 async def health(request: web.Request) -> web.Response:
     metastore = request.app[METASTORE]
     lease = request.app[LEASER].lease
+    failing = request.app[WRITE_FAILURES].failing  # the store refuses writes for now
+    writable = metastore.writable and failing is None
     body: dict[str, object] = {
-        "status": "ok" if metastore.writable else "degraded",
+        "status": "ok" if writable else "degraded",
         "mode": "embedded",
-        "writable": metastore.writable,
+        "writable": writable,
         "node-id": lease.node_id if lease is not None else None,
     }
+    if failing is not None:
+        body["write-failures"] = {
+            "since": datetime.fromtimestamp(failing.since, UTC).isoformat(),
+            "count": failing.count,
+            "first-error": failing.first_error,
+        }
     waiting: set[str] = request.app[PENDING]
     pending = sorted(waiting)
     node = request.app.get(CLUSTER)
@@ -34,7 +51,7 @@ async def health(request: web.Request) -> web.Response:
             "owned-partitions": node.owned(),
             "view-dropped": node.store.dropped,
         }
-    ready = metastore.writable and not pending
+    ready = writable and not pending
     return web.json_response(body, status=200 if ready else 503)
 
 

@@ -25,6 +25,11 @@ def engine_stats(
             lanes.batches,
         ),
         "metastore_cas_retries_total": ("counter", "lost compare-and-swaps", committer.cas_retries),
+        "metastore_write_failures_total": (
+            "counter",
+            "durable writes the store failed (their commits' outcome unknown)",
+            committer.write_failures.total,
+        ),
         "metastore_cache_hits_total": ("counter", "object cache hits", cache.hits),
         "metastore_cache_misses_total": ("counter", "object cache misses", cache.misses),
         "metastore_cache_bytes": ("gauge", "bytes of cached objects", cache.size_bytes),

@@ -29,12 +29,14 @@ from metastore.rate import RateLimiter
 from metastore.security.authorizer import Authorizer
 from metastore.security.identity import Identity
 from metastore.service import Metastore
+from metastore.write_failures import WriteFailures
 
 CONFIG = web.AppKey("config", ServerConfig)
 PERSISTENCE: web.AppKey[Persistence] = web.AppKey("persistence")  # RocksDB, or the cluster's
 COMMIT_THREADS = web.AppKey("commit_threads", ThreadPoolExecutor)  # durable writes, the lease
 LEASER = web.AppKey("leaser", NodeLeaser)
 METASTORE = web.AppKey("metastore", Metastore)
+WRITE_FAILURES = web.AppKey("write_failures", WriteFailures)  # the store's (``/health``)
 STORAGE = web.AppKey("storage", CatalogStorage)  # every catalog's storage (both APIs)
 QUOTAS = web.AppKey("quotas", TenantQuotas)  # each tenant's quota (rate, entity counts)
 IDENTITY = web.AppKey("identity", Identity)  # principals, tokens, the auth checks
