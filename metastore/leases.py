@@ -151,4 +151,8 @@ class NodeLeaser:
             self._persistence.cas_updateable(lease_key(lease.node_id), lease.token, None)
         except MetastoreError as exc:  # a courtesy: it expires on its own
             log.warning("could not release node id %d: %s", lease.node_id, exc.message)
+        except Exception as exc:  # the store failing its writes (a full disk): the same
+            log.warning(
+                "could not release node id %d: %s: %s", lease.node_id, type(exc).__name__, exc
+            )
         self.lease = None

@@ -141,7 +141,10 @@ async def persistence_ctx(app: web.Application) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        persistence.close()
+        try:
+            persistence.close()
+        except Exception as exc:  # a store failing its writes cannot flush: said, not raised
+            log.error("closing the store failed: %s: %s", type(exc).__name__, exc)
 
 
 async def commit_threads_ctx(app: web.Application) -> AsyncIterator[None]:

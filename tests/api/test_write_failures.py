@@ -2,7 +2,7 @@
 from outside with ``prlimit`` once it serves) stops RocksDB's log from growing, as a
 full disk would. Its commits are refused as of unknown outcome, ``/health`` says so
 with their count, the log carries one traceback for the whole run, ``/metrics`` counts
-them, and reads go on.
+them, reads go on, and the node stops cleanly, saying what it could not write.
 
 (The interpreter ignores ``SIGXFSZ``, so a write past the limit fails with ``EFBIG``
 instead of killing the node.)
@@ -64,6 +64,9 @@ def test_a_store_that_cannot_write_is_degraded_and_logs_one_traceback(
     assert "metastore_write_failures_total 5\n" in metrics
 
     assert requests.get(f"{url}/v1/namespaces/n0", timeout=30).status_code == 200  # reads go on
+    assert node.stop() == 0  # what it cannot write at shutdown is said, not raised
     log = node.log_path.read_text(errors="replace")
     assert log.count("Traceback") == 1, node.log_tail(80)
     assert log.count("failed; later failures are counted") == 1, node.log_tail(80)
+    assert "WARNING metastore.leases: could not release node id" in log
+    assert "ERROR metastore.api.contexts: closing the store failed: " in log
