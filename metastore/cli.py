@@ -198,7 +198,7 @@ def serve(config: ServerConfig) -> int:
 
         context = tls.server_context(config.tls_cert, config.tls_key, config.tls_ca)
     try:
-        server.run(create_app(config), config, context)  # connection limit and deadlines
+        stopped = server.run(create_app(config), config, context)  # limits and deadlines
     except PeerRefused as exc:  # the cluster secrets (or CAs) differ: nothing to retry
         _refuse(exc.message)
         return 2
@@ -208,6 +208,9 @@ def serve(config: ServerConfig) -> int:
             raise  # a defect: the traceback is the report
         print(f"metastore: cannot start: {line}", file=sys.stderr)
         return 2
+    if stopped is not None:  # the node stopped itself: a supervisor should restart it
+        print(f"metastore: stopped: {stopped}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -28,6 +28,7 @@ import aiohttp
 from aiohttp import web
 
 from metastore.api.bootstrap import bootstrapping
+from metastore.api.shutdown import Shutdown
 from metastore.api.stats import engine_stats
 from metastore.api.typedefs import (
     AUTHORIZER,
@@ -45,6 +46,7 @@ from metastore.api.typedefs import (
     QUOTAS,
     ROUTING_STATS,
     SCOPES,
+    SHUTDOWN,
     STATS,
     STORAGE,
     WRITE_FAILURES,
@@ -122,9 +124,21 @@ async def cluster_ctx(app: web.Application) -> AsyncIterator[None]:
         app[CLUSTER] = node
         app[METRICS].watch_view(node.view.lag)
         app[ROUTING_STATS] = {"forwarded": 0, "forward_retries": 0}
+        shutdown = app.get(SHUTDOWN)  # absent when the app runs without the server
+        if shutdown is not None:  # a view that stops stops the node (``api.shutdown``)
+            node.view.on_failure = partial(_view_stopped, shutdown)
+            if node.view.failure is not None:  # it stopped before it was watched
+                _view_stopped(shutdown, node.view.failure)
         yield
     finally:
         await asyncio.to_thread(node.stop)
+
+
+def _view_stopped(shutdown: Shutdown, failure: BaseException) -> None:
+    shutdown.request(
+        f"its view of the log stopped ({failure}): its partitions go to the other nodes; "
+        "restart it once the cause is fixed"
+    )
 
 
 async def persistence_ctx(app: web.Application) -> AsyncIterator[None]:

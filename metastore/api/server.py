@@ -44,6 +44,8 @@ from metastore.api.heap import (
     stop_freezing_survivors,
 )
 from metastore.api.protocol_errors import ProtocolErrors
+from metastore.api.shutdown import Shutdown
+from metastore.api.typedefs import SHUTDOWN
 from metastore.config import ServerConfig
 
 log = logging.getLogger(__name__)
@@ -134,17 +136,21 @@ class ConnectionLimit:
         self.open -= 1
 
 
-def run(app: web.Application, config: ServerConfig, ssl_context: SSLContext | None = None) -> None:
-    """Serve ``app`` until SIGTERM or SIGINT, then stop gracefully (OSError if it cannot
-    listen)."""
-    asyncio.run(_serve(app, config, ssl_context))
+def run(
+    app: web.Application, config: ServerConfig, ssl_context: SSLContext | None = None
+) -> str | None:
+    """Serve ``app`` until SIGTERM or SIGINT, or until the node asks to stop
+    (``metastore.api.shutdown``), then stop gracefully; why the node asked, if it did
+    (OSError if it cannot listen)."""
+    return asyncio.run(_serve(app, config, ssl_context))
 
 
 async def _serve(
     app: web.Application, config: ServerConfig, ssl_context: SSLContext | None
-) -> None:
+) -> str | None:
     loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
+    shutdown = app[SHUTDOWN] = Shutdown(loop)  # the contexts may ask for a stop too
+    stop = shutdown.event
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     # before the app starts any thread: they all inherit the CPU (``cpu_pinning``)
@@ -196,3 +202,4 @@ async def _serve(
         reclaimer.cancel()
         stop_freezing_survivors()
         await runner.cleanup()
+    return shutdown.reason

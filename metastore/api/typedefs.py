@@ -14,6 +14,7 @@ import aiohttp
 from aiohttp import web
 
 from metastore.api.documents import ApiDocuments
+from metastore.api.shutdown import Shutdown
 from metastore.catalog_storage import CatalogStorage
 from metastore.chains import Chains
 from metastore.cluster.node import ClusterNode
@@ -51,6 +52,7 @@ API_DOCUMENTS = web.AppKey("api_documents", ApiDocuments)  # OpenAPI documents, 
 STATS: web.AppKey[Stats] = web.AppKey("stats")
 # bootstrap steps still running in the background (cluster mode): not ready until empty
 PENDING: web.AppKey[set[str]] = web.AppKey("pending")
+SHUTDOWN = web.AppKey("shutdown", Shutdown)  # the server's stop, which the node may ask for
 # set on shutdown: every open change-feed stream ends (``metastore.api.native_events``)
 FEED_CLOSING = web.AppKey("feed_closing", asyncio.Event)
 FEED_CHAINS = web.AppKey("feed_chains", Chains)  # commit ids by sequence, as walked

@@ -87,7 +87,10 @@ class ClusterNode:
         for owner in owners:  # normally already stopped by the revocation
             owner.stop()
         self.view.stop()
-        self.store.close()
+        try:
+            self.store.close()
+        except Exception as exc:  # a view failing its writes cannot flush: said, not raised
+            log.error("closing the view failed: %s: %s", type(exc).__name__, exc)
 
     # --- ownership -----------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -245,6 +245,8 @@ class ViewConsumer:
         self._feed: ViewFeed | None = None
         self._failure: BaseException | None = None
         self._reached_end = threading.Event()
+        # called once, from the consumer's thread, when it stops on a failure
+        self.on_failure: Callable[[BaseException], None] | None = None
 
     @property
     def stats(self) -> ConsumerStats:
@@ -359,6 +361,8 @@ class ViewConsumer:
             with self._cond:
                 self._failure = exc
             self._notify()
+            if self.on_failure is not None:
+                self.on_failure(exc)
 
     def _notify(self) -> None:
         with self._cond:
