@@ -2,19 +2,20 @@
 
 Some requests never reach the middlewares: aiohttp's parser refuses a head it cannot
 read (a header name with a space, a line past 8,190 bytes, a chunk size that is not
-hex, ``Content-Length`` beside ``Transfer-Encoding``, a content coding this node
-cannot decode) and answers it itself. Left to aiohttp, that answer is plain text and
-each one is logged at ERROR with a traceback of the parser, so any client could fill
-the log with tracebacks at the rate it can send bad requests. They are the client's
-errors, not the node's: ``ProtocolErrors`` answers them as every other refusal (a 400
-in the ``{"error": {...}}`` shape, the connection closed since the parser lost its
-place) and logs one WARNING line without a traceback. Failures of the node itself
-(a 5xx aiohttp makes) keep their traceback.
+hex, ``Content-Length`` beside ``Transfer-Encoding``) and answers it itself. Left to
+aiohttp, that answer is plain text and each one is logged at ERROR with a traceback
+of the parser, so any client could fill the log with tracebacks at the rate it can
+send bad requests. They are the client's errors, not the node's: ``ProtocolErrors``
+answers them as every other refusal (a 400 in the ``{"error": {...}}`` shape, the
+connection closed since the parser lost its place) and logs one WARNING line without
+a traceback. Failures of the node itself (a 5xx aiohttp makes) keep their traceback.
 
-A body that fails to decode after its head was accepted (a ``gzip`` body that is not
-gzip) reaches the handlers as ``RequestPayloadError`` while ``receive`` reads it; it
-is refused there (``client_message`` gives both places the same words), and aiohttp's
-own attempt to read the rest of that body is logged as one line here too.
+A body whose framing breaks after its head was accepted (a bad chunk size in a later
+packet, as aiohttp's pure-Python parser reports it) reaches the handlers as
+``RequestPayloadError`` while ``receive`` reads it; ``read_body`` refuses it with the
+same words (``client_message``), and aiohttp's own attempt to read the rest of that
+body is logged as one line here too. Bodies are decoded by the node, not the parser
+(``metastore.api.body_coding``).
 """
 
 from __future__ import annotations

@@ -119,7 +119,10 @@ async def receive(request: web.Request, limit: int, timeout: float) -> bytes:  #
                 sent = await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise PayloadTooLarge(f"request body exceeds the limit of {limit} bytes") from None
-    return body_coding.decode(sent, applied, limit) if applied else sent
+    if not applied:
+        return sent
+    # inflating up to ``limit`` bytes is CPU work: a thread, as for parsing a large body
+    return await asyncio.to_thread(body_coding.decode, sent, applied, limit)
 
 
 def body_of(request: web.Request) -> bytes:

@@ -4,15 +4,14 @@ Clients write to their tables' storage themselves (data files, manifests, manife
 lists, metadata files), and the node reads some of what they wrote: the metadata file
 a register names, the manifest lists an append's rebase builds on, the metadata file
 an idempotent retry is answered from, the manifest lists and manifests of a table it
-purges. A file there can be anything its writer made
-it: a register of a 3 GiB file under the table's own location grew the node to
-23 GB until the kernel killed it, every tenant's node with it; a FIFO named
-``*.metadata.json`` would hold a worker thread forever. A purge reads the dropped
-table's manifest lists and manifests the same way. Each such read here stops
-one byte past ``limit`` (``METASTORE_MAX_METADATA_FILE_BYTES``), a local file must be
-a regular file (opened without waiting, ``metastore.small_files``), and an object
-store's object is refused by its size before it is fetched. The refusal is a 400
-naming the file and the setting: the file is the client's.
+purges. A file there can be anything its writer made it: a register of a 3 GiB file
+under the table's own location grew the node to 23 GB until the kernel killed it,
+every tenant's node with it; a FIFO named ``*.metadata.json`` would hold a worker
+thread forever. Each such read here stops one byte past ``limit``
+(``METASTORE_MAX_METADATA_FILE_BYTES``), a local file must be a regular file (opened
+without waiting, ``metastore.small_files``), and an object store's object is refused
+by its size before it is fetched. The refusal is a 400 naming the file and the
+setting: the file is the client's (a purge logs and counts it, and goes on).
 """
 
 from __future__ import annotations
