@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 import pyarrow as pa
 import pytest
 import requests
+from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
 from pyiceberg.utils.concurrent import ExecutorFactory
+
+from harness.node import NodeProcess
+from harness.s3 import KEYS, S3Process
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
@@ -81,3 +87,43 @@ def one_pyiceberg_worker() -> Iterator[None]:
             yield
         finally:
             single.shutdown()
+
+
+SECRETS_ENV = "METASTORE_STORAGE_CREDENTIALS_S3"  # the storage secrets S3Lake's catalogs name
+TENANT = "default"
+
+
+@dataclass(frozen=True)
+class S3Lake:
+    node: NodeProcess
+    s3: S3Process
+    bucket: str
+
+    def new_catalog(self) -> tuple[str, str]:
+        """A catalog rooted at its own folder of the bucket: (name, root key prefix)."""
+        name = f"c{uuid.uuid4().hex[:10]}"
+        storage = {
+            "type": "s3",
+            "root": f"s3://{self.bucket}/{name}",
+            "io-properties": self.s3.io_properties(),
+            "credentials": {"env": SECRETS_ENV},
+        }
+        reply = requests.post(
+            f"{self.node.url}/api/v1/tenants/{TENANT}/catalogs",
+            json={"name": name, "storage": storage},
+            timeout=30,
+        )
+        assert reply.status_code == 201, reply.text
+        return name, name
+
+    def client(self, catalog: str) -> RestCatalog:
+        return RestCatalog(
+            "s3",
+            uri=self.node.url,
+            warehouse=catalog,
+            **self.s3.io_properties(),
+            **KEYS.io_properties(),
+        )
+
+    def keys(self, prefix: str) -> set[str]:
+        return set(self.s3.keys_in(self.bucket, prefix))

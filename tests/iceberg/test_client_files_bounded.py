@@ -24,11 +24,10 @@ from pyiceberg.catalog.rest import RestCatalog
 from harness.node import NodeProcess
 from harness.s3 import KEYS, S3Process
 
-from .support import SCHEMA, Http, assert_error, rows
+from .support import SCHEMA, SECRETS_ENV, Http, S3Lake, assert_error, rows
 
 LIMIT = 256 * 1024
 SETTING = "METASTORE_MAX_METADATA_FILE_BYTES"
-SECRETS_ENV = "METASTORE_STORAGE_CREDENTIALS_S3"
 
 
 @pytest.fixture(scope="module")
@@ -119,22 +118,9 @@ def test_an_s3_object_past_the_bound_is_refused_by_its_size(
     node: NodeProcess, s3_server: S3Process
 ) -> None:
     bucket = s3_server.make_bucket(f"bounded-{uuid.uuid4().hex[:12]}")
-    name = f"c{uuid.uuid4().hex[:10]}"
-    storage = {
-        "type": "s3",
-        "root": f"s3://{bucket}/{name}",
-        "io-properties": s3_server.io_properties(),
-        "credentials": {"env": SECRETS_ENV},
-    }
-    reply = requests.post(
-        f"{node.url}/api/v1/tenants/default/catalogs",
-        json={"name": name, "storage": storage},
-        timeout=30,
-    )
-    assert reply.status_code == 201, reply.text
-    client = RestCatalog(
-        "s3", uri=node.url, warehouse=name, **s3_server.io_properties(), **KEYS.io_properties()
-    )
+    s3_lake = S3Lake(node, s3_server, bucket)
+    name, _ = s3_lake.new_catalog()
+    client = s3_lake.client(name)
     lake = Lake(node, name, client)
     s3 = s3_server.client()
     prefix = lake.location.removeprefix(f"s3://{bucket}/")

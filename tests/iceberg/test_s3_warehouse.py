@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,46 +20,7 @@ from harness.cluster import Cluster
 from harness.node import NodeProcess
 from harness.s3 import KEYS, S3Process
 
-from .support import BY_REGION, SCHEMA, rows
-
-SECRETS_ENV = "METASTORE_STORAGE_CREDENTIALS_S3"
-TENANT = "default"
-
-
-@dataclass(frozen=True)
-class S3Lake:
-    node: NodeProcess
-    s3: S3Process
-    bucket: str
-
-    def new_catalog(self) -> tuple[str, str]:
-        """A catalog rooted at its own folder of the bucket: (name, root key prefix)."""
-        name = f"c{uuid.uuid4().hex[:10]}"
-        storage = {
-            "type": "s3",
-            "root": f"s3://{self.bucket}/{name}",
-            "io-properties": self.s3.io_properties(),
-            "credentials": {"env": SECRETS_ENV},
-        }
-        reply = requests.post(
-            f"{self.node.url}/api/v1/tenants/{TENANT}/catalogs",
-            json={"name": name, "storage": storage},
-            timeout=30,
-        )
-        assert reply.status_code == 201, reply.text
-        return name, name
-
-    def client(self, catalog: str) -> RestCatalog:
-        return RestCatalog(
-            "s3",
-            uri=self.node.url,
-            warehouse=catalog,
-            **self.s3.io_properties(),
-            **KEYS.io_properties(),
-        )
-
-    def keys(self, prefix: str) -> set[str]:
-        return set(self.s3.keys_in(self.bucket, prefix))
+from .support import BY_REGION, SCHEMA, SECRETS_ENV, TENANT, S3Lake, rows
 
 
 @pytest.fixture(scope="module")
