@@ -3,12 +3,12 @@ and shown by ``/health`` until writes succeed again.
 
 A store that cannot write (a full disk, a failing device) fails every commit until
 it can again. Logged each time with its traceback, that was twenty lines per request
-(1,728 tracebacks for 748 refused commits on a full disk, the log often on that same
+(1,123 tracebacks for 748 refused commits on a full disk, the log often on that same
 disk), and ``/health`` still said ``writable``. Here the first failure of a run is
 logged with its traceback, the rest as one line a minute with their count, and the
 first write that succeeds says how long and how many; meanwhile ``/health`` answers
 ``degraded`` (503) with the count and the first error, so a load balancer or an
-operator sees it. RocksDB resumes on its own once the disk has room again.
+operator sees it. RocksDB resumes on its own once the disk has 64 MiB free again.
 """
 
 from __future__ import annotations
