@@ -135,6 +135,18 @@ def _normalized(value: str, what: str, file: bool) -> Location:
     )
 
 
+def local_file_path(location: str) -> str | None:
+    """The path on this machine's file system that ``location`` names (``file://``,
+    ``file:`` or a bare absolute path), None for any other storage; what the node opens
+    itself rather than through a FileIO."""
+    if location.startswith("/"):
+        return location
+    if not location.startswith("file:"):
+        return None
+    parsed = normalize(location, "file location", file=True)
+    return parsed.local_path() if parsed.scheme == "file" and not parsed.authority else None
+
+
 def catalog_root(warehouse_root: str, tenant: str, catalog: str) -> str:
     """The root a node seeds a catalog's storage with: ``<warehouse root>/<t>/<c>``."""
     return f"{warehouse_root.rstrip('/')}/{tenant}/{catalog}"

@@ -22,7 +22,7 @@ from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile
 
 from metastore.config import DEFAULT_MAX_METADATA_FILE_BYTES
 from metastore.errors import BadRequest
-from metastore.locations import normalize
+from metastore.locations import local_file_path
 from metastore.small_files import NotSmallFile, TooLarge, read_small_file
 
 SETTING = "METASTORE_MAX_METADATA_FILE_BYTES"
@@ -33,7 +33,7 @@ def read_bounded(file_io: FileIO, location: str, limit: int, what: str) -> bytes
     """The bytes of the file at ``location``; 400 past ``limit`` bytes or, on the local
     file system, for anything but a regular file. FileNotFoundError and other OSErrors
     of the storage are left to the caller."""
-    path = _local_path(location)
+    path = local_file_path(location)
     if path is not None:
         try:
             return read_small_file(path, limit)
@@ -90,13 +90,3 @@ class BoundedReads(FileIO):
 
     def delete(self, location: str | InputFile | OutputFile) -> None:
         self._inner.delete(location)
-
-
-def _local_path(location: str) -> str | None:
-    """The path of a location on this machine's file system (None for any other)."""
-    if location.startswith("/"):
-        return location
-    if not location.startswith("file:"):
-        return None
-    parsed = normalize(location, "file location", file=True)
-    return parsed.local_path() if parsed.scheme == "file" and not parsed.authority else None

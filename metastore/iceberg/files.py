@@ -45,7 +45,7 @@ from metastore.durable_writes import (
 from metastore.errors import BadRequest, NotFound, StorageUnavailable
 from metastore.iceberg.bounded_input import DEFAULT_READ_LIMIT, read_bounded
 from metastore.iceberg.file_ios import FileIOs
-from metastore.locations import check_inside, is_inside, normalize
+from metastore.locations import check_inside, is_inside, local_file_path, normalize
 from metastore.memory_only import check as may_wait
 
 log = logging.getLogger(__name__)
@@ -234,7 +234,7 @@ class TableFiles:
         wait raises 503. Without it the file is durable when this returns."""
         may_wait()
         data = text.encode()
-        local = _local_path(location)
+        local = local_file_path(location)
         if local is not None and PY_IO_IMPL not in self._properties():
             if durable is not None and self._sync:
                 with _unavailable_on_error("write", location):
@@ -256,7 +256,7 @@ class TableFiles:
         """A file this node wrote through FileIO (a rebased manifest list): with sync and
         when it is local, its bytes and its name synced before a commit names it (an
         object store's completed write is durable already)."""
-        local = _local_path(location)
+        local = local_file_path(location)
         if self._sync and local is not None:
             with _unavailable_on_error("write", location):
                 sync_file(local)
@@ -295,14 +295,6 @@ class TableFiles:
             return
         except (OSError, ValueError) as exc:
             log.warning("could not delete %s: %s", location, exc)
-
-
-def _local_path(location: str) -> str | None:
-    """The path of a ``file://`` location on this machine (None for any other)."""
-    if not location.startswith("file://"):
-        return None
-    parsed = normalize(location, "metadata location", file=True)
-    return parsed.local_path() if parsed.scheme == "file" and not parsed.authority else None
 
 
 def _write_new_local(path: str, data: bytes, location: str, sync: bool) -> None:
