@@ -63,6 +63,7 @@ EVENT_HEADER = ("content-type", b"application/json")  # a change event (the even
 # Taking over again after a failure (broker unreachable, own barrier not applied in
 # time): a steady pause, while the group still assigns the partition here.
 TAKEOVER_RETRY = RetryPolicy(base_s=1.0, max_s=1.0, jitter=False)
+IDLE_POLL_S = 1.0  # an idle owner polls its producer this often, for its log lines
 
 
 class Outcome(enum.Enum):
@@ -232,11 +233,15 @@ class PartitionOwner:
     def _serve(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._stopping:
-                    self._cond.wait()
-                if self._stopping:
+                if not self._cond.wait_for(lambda: self._queue or self._stopping, IDLE_POLL_S):
+                    batch = None
+                elif self._stopping:
                     return
-                batch, self._queue = self._queue, []
+                else:
+                    batch, self._queue = self._queue, []
+            if batch is None:
+                self._deliver_log()
+                continue
             outcome = self._commit(batch)
             if outcome is Outcome.FENCED:
                 # A newer owner exists: never re-initialize (that would fence it back).
@@ -486,5 +491,13 @@ class PartitionOwner:
             raise NotOwner(f"partition {self.partition}: no producer", self.partition)
         return self._producer
 
+    def _deliver_log(self) -> None:
+        """A client's log lines wait in its queue until it is polled (``kafka_log``): an
+        idle owner's producer would keep a broker outage's lines for as long as it lasts."""
+        producer = self._producer
+        if producer is not None:
+            producer.poll(0)
+
     def _close_producer(self) -> None:
+        self._deliver_log()
         self._producer = None  # librdkafka closes it when collected; fenced ones cannot flush

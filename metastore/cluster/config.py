@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from metastore.cluster.kafka_log import kafka_logger
 from metastore.config_rules import ConfigError
 from metastore.small_files import NotSmallFile, read_small_file
 
@@ -55,6 +56,8 @@ REFUSED_PROPERTIES: Mapping[str, str] = {
     "max.in.flight": "set by the idempotent producer",
     "enable.gapless.guarantee": "set by the idempotent producer",
     "message.max.bytes": "must hold the largest object (set by the node)",
+    "logger": "librdkafka's lines go through the node's own logging",
+    "log.queue": "librdkafka's lines go through the node's own logging",
 }
 # a property whose name contains one of these holds a secret (or may: a whole JAAS/OIDC config)
 _SECRET_MARKERS = ("password", "secret", "key.pem", "sasl.oauthbearer.config", "sasl.jaas.config")
@@ -247,6 +250,8 @@ class ClusterConfig:
             "bootstrap.servers": self.bootstrap,
             "broker.address.family": "v4",
             "log_level": 3,
+            # its lines through the node's logging, each kind once a minute (``kafka_log``)
+            "logger": kafka_logger(),
         }
         conf.update(self.kafka_properties)
         conf.update(settings)
