@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import cast
 
 from metastore import cpu_pinning
 from metastore.cluster import tls
@@ -545,6 +546,22 @@ def env_flag(env: Mapping[str, str], variable: str) -> bool:
     ``METASTORE_PUBLISH_EVENTS``), with the node's words: a typo is refused, not off."""
     raw = env.get(variable, "off")
     return bool(_parse(variable.removeprefix(ENV_PREFIX).lower(), variable, "bool", raw))
+
+
+def env_int(env: Mapping[str, str], variable: str, default: int) -> int:
+    """A whole-number node setting read outside ``ServerConfig`` (a job that reads the
+    node's files with the node's bound), parsed and bounded as the node does."""
+    raw = env.get(variable)
+    if raw is None:
+        return default
+    name = variable.removeprefix(ENV_PREFIX).lower()
+    value = cast(int, _parse(name, variable, "int", raw))
+    low, high = RANGES[name]
+    try:
+        check_range(name, value, low, high)
+    except ConfigError as exc:
+        raise exc.named(variable) from None
+    return value
 
 
 def _parse(name: str, variable: str, type_name: str, raw: str) -> object:

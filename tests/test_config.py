@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from harness.process import free_port
-from metastore.config import ENV_PREFIX, RANGES, SECRETS, ServerConfig
+from metastore.config import ENV_PREFIX, RANGES, SECRETS, ServerConfig, env_int
 from metastore.config_rules import ConfigError
 from metastore.credentials import Credentials
 from metastore.vending import VendingSettings
@@ -305,6 +305,20 @@ def test_every_numeric_setting_is_range_checked() -> None:
             with pytest.raises(ConfigError) as refused:
                 ServerConfig(**{f.name: value})  # type: ignore[arg-type]
             assert refused.value.setting == f.name, (f.name, value)
+
+
+def test_a_node_setting_read_by_a_job_is_parsed_and_bounded_as_the_node_does() -> None:
+    variable = "METASTORE_MAX_METADATA_FILE_BYTES"
+    assert env_int({}, variable, 7) == 7
+    assert env_int({variable: "65536"}, variable, 7) == 65536
+    for raw, problem in [
+        ("65535", "must be between 65536 and 17179869184, got 65535"),
+        ("64MiB", "cannot parse '64MiB' as int"),
+        (" 65536", "cannot parse ' 65536' as int"),
+    ]:
+        with pytest.raises(ConfigError) as refused:
+            env_int({variable: raw}, variable, 7)
+        assert str(refused.value) == f"{variable}: {problem}"
 
 
 def test_types_are_checked_when_built_directly() -> None:

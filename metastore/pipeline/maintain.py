@@ -4,19 +4,25 @@ Maintenance commits through a node, so it takes ``--url`` (the node whose store 
 reads from a checkpoint and whose Iceberg REST API it commits expiries to). The
 driver opens and checks the source before it starts Spark, takes the scope's task
 lease, and gives it back with the summary. Exit status 0, 1 when a path was
-skipped as outside its table or a deletion failed, 2 for bad input or an
-unreachable node (or another run holding the lease).
+skipped as outside its table, a deletion failed or a manifest list or manifest could
+not be read, 2 for bad input or an unreachable node (or another run holding the
+lease). The manifests are read within the node's bound,
+``METASTORE_MAX_METADATA_FILE_BYTES`` (read from the environment as the node reads it).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 from pyspark.sql import SparkSession
 
+from metastore.config import DEFAULT_MAX_METADATA_FILE_BYTES, env_int
+from metastore.config_rules import ConfigError
 from metastore.pipeline import exits, maintain_job
 from metastore.pipeline.exits import JobError
 from metastore.pipeline.maintain_commit import IcebergClient
@@ -43,7 +49,9 @@ def _run(args: argparse.Namespace, out: TextIO, spark: SparkSession | None) -> i
     if options.source != "url":
         raise JobError("maintain commits through a node: give --url")
     check_seconds("--older-than", args.older_than, 0, MAX_AGE_S)
-    settings = maintain_job.Settings(dry_run=args.dry_run, older_than_s=args.older_than)
+    settings = maintain_job.Settings(
+        dry_run=args.dry_run, older_than_s=args.older_than, read_limit=read_limit(os.environ)
+    )
     node = NodeClient(options.where, token=options.token, credential=options.credential)
     source = open_source(options, node)
     try:
@@ -72,7 +80,16 @@ def _run(args: argparse.Namespace, out: TextIO, spark: SparkSession | None) -> i
     _print(summary, out)
     if options.json:
         print(json.dumps({k: v for k, v in summary.items() if k != "summary"}), file=out)
-    return exits.FOUND if summary["outside_skipped"] or summary["failed"] else exits.OK
+    found = summary["outside_skipped"] or summary["failed"] or summary["unreadable"]
+    return exits.FOUND if found else exits.OK
+
+
+def read_limit(env: Mapping[str, str]) -> int:
+    """The bound on one manifest list or manifest, the node's own setting."""
+    try:
+        return env_int(env, "METASTORE_MAX_METADATA_FILE_BYTES", DEFAULT_MAX_METADATA_FILE_BYTES)
+    except ConfigError as exc:
+        raise JobError(str(exc)) from None
 
 
 def _print(summary: dict[str, Any], out: TextIO) -> None:
@@ -81,4 +98,8 @@ def _print(summary: dict[str, Any], out: TextIO) -> None:
         print(f"  {summary['outside_skipped']} paths outside their table skipped", file=out)
     if summary["failed"]:
         print(f"  {summary['failed']} deletions failed", file=out)
+    if summary["unreadable"]:
+        print(f"  {summary['unreadable']} manifest lists or manifests unreadable", file=out)
+    if summary["deletion_blocked"]:
+        print("  no file deleted: a live snapshot's files could not all be read", file=out)
     print(f"log: {summary['log']}", file=out)

@@ -16,6 +16,14 @@ becomes a row ``(key, path, kind, live, expired_in)``:
 ``references`` is that frame; the candidates for deletion are the keys never live
 but expired somewhere (``unneeded``); the whole frame is the reachable set orphan
 removal spares.
+
+Clients write these files themselves, so each is read within ``read_limit`` bytes
+(``BoundedReads``: a regular file, refused past the bound before it is fetched) and a
+file that cannot be read, whatever the reason (past the bound, missing, not Avro, a
+storage error), becomes an ``unreadable`` row naming it and the problem rather than
+failing the job: before, one table's missing manifest list ended every run, of every
+tenant, in a Spark traceback. What an unreadable file of a live snapshot references
+is unknown, so the job then deletes nothing (``maintain_job``).
 """
 
 from __future__ import annotations
@@ -28,10 +36,15 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from metastore.iceberg.bounded_input import DEFAULT_READ_LIMIT
 from metastore.pipeline.orphans import path_key
 
 SNAPSHOTS_PER_TASK = 64
-REFERENCES_DDL = "key string, path string, kind string, live boolean, expired_in string"
+REFERENCES_DDL = (
+    "key string, path string, kind string, live boolean, expired_in string, problem string"
+)
+UNREADABLE = "unreadable"  # the kind of a row naming a file that could not be read
+MAX_PROBLEM_CHARS = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,17 +55,28 @@ class SnapshotFiles:
     table_location: str
     io_properties: str  # JSON: picklable, and the same for every snapshot of a table
     live: bool
+    read_limit: int = DEFAULT_READ_LIMIT  # bytes of one manifest list or manifest
 
 
-def _io(properties: str, location: str) -> Any:
+def _io(snapshot: SnapshotFiles, what: str) -> Any:
     from pyiceberg.io import load_file_io
 
-    return load_file_io(json.loads(properties), location)
+    from metastore.iceberg.bounded_input import BoundedReads
+
+    inner = load_file_io(json.loads(snapshot.io_properties), snapshot.table_location)
+    return BoundedReads(inner, snapshot.read_limit, what)
 
 
 def _row(path: str, kind: str, live: bool, expired_in: str | None) -> tuple[Any, ...] | None:
     key = path_key(path)
-    return None if key is None else (key, path, kind, live, expired_in)
+    return None if key is None else (key, path, kind, live, expired_in, None)
+
+
+def _unreadable(path: str, live: bool, exc: Exception) -> tuple[Any, ...]:
+    """The row of a file that could not be read; kept even when its path is malformed,
+    so the driver always learns of it."""
+    problem = f"{type(exc).__name__}: {exc}"[:MAX_PROBLEM_CHARS]
+    return (path_key(path) or path, path, UNREADABLE, live, None, problem)
 
 
 def read_lists(snapshots: Iterable[SnapshotFiles]) -> Iterator[tuple[str, tuple[Any, ...]]]:
@@ -68,8 +92,13 @@ def read_lists(snapshots: Iterable[SnapshotFiles]) -> Iterator[tuple[str, tuple[
         row = _row(snapshot.manifest_list, "manifest-list", snapshot.live, expired_in)
         if row is not None:
             yield "", row
-        io = _io(snapshot.io_properties, snapshot.table_location)
-        for manifest in read_manifest_list(io.new_input(snapshot.manifest_list)):
+        io = _io(snapshot, "manifest list")
+        try:
+            listed = list(read_manifest_list(io.new_input(snapshot.manifest_list)))
+        except Exception as exc:  # the client's file: any failure is reported
+            yield "", _unreadable(snapshot.manifest_list, snapshot.live, exc)
+            continue
+        for manifest in listed:
             key = (manifest.manifest_path, snapshot.live, snapshot.table_location)
             manifests.setdefault(key, (manifest, snapshot))
     for (path, _, _), found in manifests.items():
@@ -91,8 +120,13 @@ def read_manifests(
             row = _row(path, "manifest", live, expired_in)
             if row is not None:
                 yield row
-        io = _io(first.io_properties, first.table_location)
-        for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
+        io = _io(first, "manifest")
+        try:
+            entries = manifest.fetch_manifest_entry(io, discard_deleted=False)
+        except Exception as exc:  # the client's file: any failure is reported
+            yield _unreadable(path, live, exc)
+            continue
+        for entry in entries:
             file = entry.data_file
             kind = "data" if file.content.value == 0 else "delete"
             needed = live and entry.status != ManifestEntryStatus.DELETED

@@ -33,10 +33,11 @@ from typing import Any, TextIO
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from metastore.iceberg.bounded_input import DEFAULT_READ_LIMIT
 from metastore.pipeline.exits import JobError
 from metastore.pipeline.maintain_commit import Expired, IcebergClient, Loaded, expire
 from metastore.pipeline.maintain_delete import Outcome, delete
-from metastore.pipeline.maintain_files import SnapshotFiles, references, unneeded
+from metastore.pipeline.maintain_files import UNREADABLE, SnapshotFiles, references, unneeded
 from metastore.pipeline.maintain_lease import Lease
 from metastore.pipeline.maintain_tables import TableState, tables_partition
 from metastore.pipeline.options import Scope
@@ -49,6 +50,17 @@ from metastore.pipeline.source import Source
 class Settings:
     dry_run: bool
     older_than_s: float
+    read_limit: int = DEFAULT_READ_LIMIT  # bytes of one client-written manifest (list)
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A manifest list or manifest the run could not read, and whether a live snapshot
+    needs it (then nothing is known to be unneeded, so nothing is deleted)."""
+
+    path: str
+    live: bool
+    problem: str
 
 
 def metadata_files(metadata: dict[str, Any] | Any, location: str | None) -> Iterable[str]:
@@ -64,13 +76,18 @@ def metadata_files(metadata: dict[str, Any] | Any, location: str | None) -> Iter
 
 
 def snapshot_files(
-    metadata: dict[str, Any] | Any, io: str, *, live: bool, only: set[int] | None = None
+    metadata: dict[str, Any] | Any,
+    io: str,
+    limit: int,
+    *,
+    live: bool,
+    only: set[int] | None = None,
 ) -> Iterable[SnapshotFiles]:
     for snapshot in metadata.get("snapshots") or []:
         if only is not None and int(snapshot["snapshot-id"]) not in only:
             continue
         if snapshot.get("manifest-list"):
-            yield SnapshotFiles(snapshot["manifest-list"], metadata["location"], io, live)
+            yield SnapshotFiles(snapshot["manifest-list"], metadata["location"], io, live, limit)
 
 
 def run(
@@ -82,8 +99,9 @@ def run(
     client: IcebergClient,
     settings: Settings,
     lease: Lease,
-    err: TextIO = sys.stderr,
+    err: TextIO | None = None,
 ) -> dict[str, Any]:
+    err = err or sys.stderr  # the stream of the moment, not of the import
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     with progress:
@@ -106,6 +124,7 @@ def run(
             fresh[table.name.display()] = loaded
 
     # 2. the files of expired snapshots nothing needs
+    limit = settings.read_limit
     snapshots: list[SnapshotFiles] = []
     named: list[str] = stored  # + metadata-log and statistics files of every table
     io_by_location: dict[str, str] = {}
@@ -115,26 +134,37 @@ def run(
         named.extend(metadata_files(table.metadata, table.metadata_location))
         loaded = None if table.dropped else fresh.get(table.name.display())
         if loaded is None:  # a dropped one kept for its retention: all its files are live
-            snapshots.extend(snapshot_files(table.metadata, table.io_properties, live=True))
+            snapshots.extend(snapshot_files(table.metadata, table.io_properties, limit, live=True))
             continue
         io_by_location[loaded.metadata["location"]] = table.io_properties
         named.extend(metadata_files(loaded.metadata, loaded.metadata_location))
         gone = expiring.get(table.name.display(), set())  # still there in a dry run
         live = {int(s["snapshot-id"]) for s in loaded.metadata.get("snapshots") or []} - gone
-        snapshots.extend(snapshot_files(loaded.metadata, table.io_properties, live=True, only=live))
+        snapshots.extend(
+            snapshot_files(loaded.metadata, table.io_properties, limit, live=True, only=live)
+        )
     for result in expired:
         if result.expiry.snapshot_ids:
             state = next(t for t in mine if t.name == result.table)
             only = set(result.expiry.snapshot_ids)
             snapshots.extend(
-                snapshot_files(result.before, state.io_properties, live=False, only=only)
+                snapshot_files(result.before, state.io_properties, limit, live=False, only=only)
             )
             named.extend(metadata_files(result.before, None))
     # written out before anything is deleted: a recomputation would read deleted files
     references(spark, snapshots).write.mode("overwrite").parquet(str(out / "references"))
     refs = spark.read.parquet(str(out / "references"))
+    unreadable = [
+        Unreadable(row["path"], row["live"], row["problem"])
+        for row in refs.where(F.col("kind") == UNREADABLE)
+        .select("path", "live", "problem")
+        .distinct()
+        .orderBy("path")
+        .collect()
+    ]
+    blocked = any(u.live for u in unreadable)
     check_lease(lease)
-    outcomes = delete(unneeded(refs), io_by_location, settings.dry_run)
+    outcomes = [] if blocked else delete(unneeded(refs), io_by_location, settings.dry_run)
     lease.record(phase="files", files=len(outcomes))
 
     # 3. orphans below the tables' locations
@@ -149,13 +179,22 @@ def run(
     )
     examined = refs.select("key").distinct().count() + listed.count()
     check_lease(lease)
-    orphan_outcomes = delete(found, io_by_location, settings.dry_run)
+    orphan_outcomes = [] if blocked else delete(found, io_by_location, settings.dry_run)
     listed.unpersist()
     seconds = time.monotonic() - started
     log = write_log(out, expired, outcomes + orphan_outcomes)
     for outcome in outcomes + orphan_outcomes:
         if outcome.outcome in ("outside", "failed"):
             print(f"maintain: {outcome.outcome}: {outcome.path} ({outcome.detail})", file=err)
+    for u in unreadable:
+        needs = "a live snapshot needs it" if u.live else "an expired snapshot's"
+        print(f"maintain: unreadable: {u.path} ({needs}): {u.problem}", file=err)
+    if blocked:
+        print(
+            "maintain: no file was deleted: what an unreadable file of a live snapshot "
+            "references is unknown, so no file is known to be unneeded",
+            file=err,
+        )
     done = "would-delete" if settings.dry_run else "deleted"
     files = Counter(o.outcome for o in outcomes)
     orphaned = Counter(o.outcome for o in orphan_outcomes)
@@ -168,6 +207,8 @@ def run(
         "orphans_deleted": orphaned[done],
         "outside_skipped": files["outside"] + orphaned["outside"],
         "failed": files["failed"] + orphaned["failed"],
+        "unreadable": len(unreadable),
+        "deletion_blocked": blocked,
         "files_examined": examined,
         "seconds": round(seconds, 3),
         "files_per_s": round(examined / seconds, 1) if seconds > 0 else 0.0,
