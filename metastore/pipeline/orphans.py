@@ -10,12 +10,19 @@ with the reachable paths. Both sides are compared by their normalized location
 listed file is checked to lie inside the root it was listed under, symlinks
 resolved, so a link out of a table's location is never offered for deletion.
 
+A local root is walked without following symbolic links (``walk_regular_files``):
+pyarrow's recursive listing follows them, so a link to ``/`` in one table's folder
+listed the whole machine, and two links back to the folder made the listing
+exponential (it had not finished after 30 s with 3 files in the folder), holding the
+job of every tenant. Only regular files are listed; a link is never an orphan.
+
 Used by ``metastore maintain`` (roots: tables' locations; reachable: everything their
 metadata references) and reusable for any warehouse collection.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -49,30 +56,56 @@ def path_key(path: str) -> str | None:
 def list_root(root: Root, older_than_ms: int) -> Iterator[tuple[str, str, str, int, int]]:
     """Every regular file below ``root`` modified before ``older_than_ms``, as a
     ``LISTING_DDL`` row; a root that does not exist lists nothing."""
+    prefix = _uri_prefix(root.location)
+    for name, size, modified_ms in _files(root):
+        if modified_ms >= older_than_ms:
+            continue
+        path = prefix + name
+        key = path_key(path)
+        if key is None or not is_inside(path, root.location, resolve=True):
+            continue
+        yield root.location, path, key, size, modified_ms
+
+
+def _files(root: Root) -> Iterator[tuple[str, int, int]]:
+    """``(path, size, modified_ms)`` of each file below the root, in its filesystem's
+    own spelling (no scheme)."""
+    location = normalize(root.location, "root")
+    if location.scheme == "file":
+        yield from walk_regular_files(location.local_path())
+        return
     from pyarrow import fs
 
     filesystem, base = _filesystem(root)
     selector = fs.FileSelector(base, recursive=True, allow_not_found=True)
-    prefix = _uri_prefix(root.location)
     for info in filesystem.get_file_info(selector):
-        if info.type != fs.FileType.File or info.mtime is None:
-            continue
-        modified_ms = int(info.mtime.timestamp() * 1000)
-        if modified_ms >= older_than_ms:
-            continue
-        path = prefix + info.path
-        key = path_key(path)
-        if key is None or not is_inside(path, root.location, resolve=True):
-            continue
-        yield root.location, path, key, int(info.size or 0), modified_ms
+        if info.type == fs.FileType.File and info.mtime is not None:
+            yield info.path, int(info.size or 0), int(info.mtime.timestamp() * 1000)
+
+
+def walk_regular_files(base: str) -> Iterator[tuple[str, int, int]]:
+    """``(path, size, modified_ms)`` of every regular file below ``base``, never through
+    a symbolic link; a ``base`` that does not exist holds none."""
+    folders = [base]
+    while folders:
+        folder = folders.pop()
+        try:
+            entries = os.scandir(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # the root is not there (yet), or went away while we listed
+        with entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    stat = entry.stat(follow_symlinks=False)
+                    yield entry.path, stat.st_size, stat.st_mtime_ns // 1_000_000
 
 
 def _filesystem(root: Root) -> tuple[Any, str]:
     from pyarrow import fs
 
     location = normalize(root.location, "root")
-    if location.scheme == "file":
-        return fs.LocalFileSystem(), location.local_path()
     if location.scheme in ("s3", "s3a", "s3n"):
         props = root.properties
         filesystem = fs.S3FileSystem(
