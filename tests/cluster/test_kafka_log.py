@@ -65,14 +65,15 @@ def test_a_broker_outage_is_logged_in_the_nodes_format_once_per_kind(tmp_path: P
         kafka = [line for line in lines(node.log_path) if line["logger"] == LOGGER_NAME]
         assert all(line["level"] == "ERROR" for line in kafka), kafka
         assert any("[rdkafka#consumer-" in line["message"] for line in kafka), kafka
-        assert all("Connection refused" in line["message"] for line in kafka), kafka
+        # refused, or reset for a connection the broker's end dropped as it stopped
+        assert all(broker.bootstrap in line["message"] for line in kafka), kafka
         # within the minute, each kind of line once (different clients of a kind alike)
         kinds = Counter(
             (line["message"].split("-", 1)[0], kind_of(line["message"].split("] ", 1)[1]))
             for line in kafka
         )
         assert max(kinds.values()) == 1, kinds
-        assert len(kafka) <= 12, kafka
+        assert len(kafka) < 40, kafka  # unfiltered, 14 clients wrote some 40 lines a second
     finally:
         cluster.kill()
         broker.kill()
