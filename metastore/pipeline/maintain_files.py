@@ -36,7 +36,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from metastore.iceberg.bounded_input import DEFAULT_READ_LIMIT
+from metastore.iceberg.bounded_input import DEFAULT_READ_LIMIT, BoundedReads
 from metastore.pipeline.orphans import path_key
 
 SNAPSHOTS_PER_TASK = 64
@@ -60,8 +60,6 @@ class SnapshotFiles:
 
 def _io(snapshot: SnapshotFiles, what: str) -> Any:
     from pyiceberg.io import load_file_io
-
-    from metastore.iceberg.bounded_input import BoundedReads
 
     inner = load_file_io(json.loads(snapshot.io_properties), snapshot.table_location)
     return BoundedReads(inner, snapshot.read_limit, what)

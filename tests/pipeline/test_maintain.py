@@ -12,6 +12,7 @@ import io
 import os
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,13 +117,19 @@ def appended(client: RestCatalog, name: str, batches: int, **properties: str) ->
     return loaded
 
 
-@pytest.fixture(scope="module")
-def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
-    root = tmp_path_factory.mktemp("maintain")
+@contextmanager
+def running_lake(root: Path) -> Iterator[Lake]:
+    """A node of its own with the tenant made: maintain reads every table of a store."""
     with NodeProcess(root / "data", log_path=root / "node.log") as node:
         http = Http(node.url)
         http.ok("POST", "/api/v1/tenants", {"name": TENANT})
         yield Lake(node, http, {})
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
+    with running_lake(tmp_path_factory.mktemp("maintain")) as lake:
+        yield lake
 
 
 @dataclass

@@ -22,21 +22,25 @@ import pytest
 from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
-from harness.node import NodeProcess
-
-from .support import Http
-from .test_maintain import AGE, TENANT, Lake, appended, ids, local, make_old, rows, snapshot_files
+from .test_maintain import (
+    AGE,
+    Lake,
+    appended,
+    ids,
+    local,
+    make_old,
+    rows,
+    running_lake,
+    snapshot_files,
+)
 
 SMALL = 64 * 1024  # the bound of these runs, the least the setting takes
 
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
-    root = tmp_path_factory.mktemp("maintain-unreadable")
-    with NodeProcess(root / "data", log_path=root / "node.log") as node:
-        http = Http(node.url)
-        http.ok("POST", "/api/v1/tenants", {"name": TENANT})
-        yield Lake(node, http, {})
+    with running_lake(tmp_path_factory.mktemp("maintain-unreadable")) as lake:
+        yield lake
 
 
 def aged_table(lake: Lake, catalog: str) -> Table:
