@@ -1,8 +1,9 @@
 """Files under a set of roots that nothing references: a warehouse listing anti-joined
 with a reachable set, in Spark.
 
-``listing`` walks each root in its own Spark task (pyarrow's filesystems: ``file://``,
-``s3://``, ``gs://``, ``hdfs://``, ... with the root's FileIO-style properties) and
+``listing`` walks each root in its own Spark task (a local one itself, below; others
+with pyarrow's filesystems: ``s3://``, ``gs://``, ``hdfs://``, ... with the root's
+FileIO-style properties) and
 keeps files last modified before a cut-off, so a file a writer has just written and
 not yet committed is never taken for an orphan. ``orphans`` anti-joins the listing
 with the reachable paths. Both sides are compared by their normalized location
