@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -101,6 +103,21 @@ class Scope:
         return f"catalog {self.catalog!r} of tenant {self.tenant!r}"
 
 
+def executor_python(master: str, env: Mapping[str, str] = os.environ) -> str:
+    """The interpreter of the executors' Python workers: ``PYSPARK_PYTHON`` if set (a
+    cluster whose hosts keep the package at another path), else this one. A local
+    master runs its tasks on this machine, so there it must be an executable here: the
+    job stops with one line instead of a failed task's traceback. A cluster's hosts are
+    not this machine, and the path is theirs to check."""
+    chosen = env.get("PYSPARK_PYTHON") or sys.executable
+    if master.startswith("local") and shutil.which(chosen) is None:
+        raise ValueError(
+            f"PYSPARK_PYTHON: {chosen!r} is not an executable on this machine, where a "
+            "local master runs the tasks"
+        )
+    return chosen
+
+
 @dataclass(frozen=True, slots=True)
 class JobOptions:
     source: SourceKind
@@ -122,6 +139,7 @@ class JobOptions:
             check_url("--url", self.where)  # one a client can be built on, or refused here
         if not self.master:
             raise ValueError("--master must name a Spark master")
+        executor_python(self.master)
 
     def claim_out(self) -> Path:
         """Create ``out`` and mark it as a job's (``OUT_MARKER``); the directory, for its files."""

@@ -4,7 +4,10 @@ Spark's own output stays out of the user's terminal: the JVM (driver, and the
 executors of a local master) writes its log to a file (``spark.log`` in the job's
 output directory, or one the caller names) at level WARN, the console progress bar
 is off, and the job reports its own progress (``metastore.pipeline.progress``).
-The Python workers run this interpreter, so they import the same ``metastore``.
+The Python workers run this interpreter, so they import the same ``metastore``, unless
+the operator names another in ``PYSPARK_PYTHON``: on a cluster whose hosts keep the
+package at another path, the executors' workers run that one (the driver is always
+this process's own).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
-from metastore.pipeline.options import DEFAULT_MASTER
+from metastore.pipeline.options import DEFAULT_MASTER, executor_python
 
 LOG4J2 = """\
 rootLogger.level = warn
@@ -50,7 +53,7 @@ def conf(master: str, app_name: str, log4j_file: Path, partitions: int | None = 
         "spark.executor.extraJavaOptions": java,
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.python": executor_python(master),
         "spark.pyspark.driver.python": sys.executable,
     }
     if partitions is not None:

@@ -3,6 +3,7 @@ exit status 2, before any Spark work (the real command line, in a child process)
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,13 +16,14 @@ from harness.node import NodeProcess
 from .support import Http
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "metastore", *args],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -236,3 +238,18 @@ def test_a_node_with_auth_on_refuses_a_job_without_a_token(tmp_path: Path) -> No
         out = str(tmp_path / "out")
         done = cli("audit", "--url", node.url, "--credential", "root:wrong", "--out", out)
         refused(done, "metastore audit: ", "401")
+
+
+@pytest.mark.parametrize("job", ["audit", "export", "gc", "maintain", "rebuild"])
+def test_an_executor_python_that_is_not_one_on_a_local_master(
+    job: str, stopped_store: Path, tmp_path: Path
+) -> None:
+    """``PYSPARK_PYTHON`` names the executors' interpreter; a local master runs them
+    here, so a path that is no executable here is refused before anything starts (on
+    a cluster it is the hosts' path: tests/pipeline/test_spark_cluster.py)."""
+    out = tmp_path / "out"
+    source = ("--kafka", "127.0.0.1:1") if job == "rebuild" else ("--data-dir", str(stopped_store))
+    missing = str(tmp_path / "no-such-python")
+    done = cli(job, *source, "--out", str(out), env={"PYSPARK_PYTHON": missing})
+    refused(done, f"metastore {job}: ", "PYSPARK_PYTHON", missing, "not an executable")
+    assert not out.exists()
