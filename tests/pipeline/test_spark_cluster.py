@@ -1,6 +1,6 @@
 """The jobs on a Spark cluster, not only on ``local[*]``: a standalone master and worker
-(``harness.spark_standalone``) run ``metastore audit``, ``export`` and ``maintain``
-against one node, each as the command line runs it (``--master spark://...``, a
+(``harness.spark_standalone``) run ``metastore audit``, ``export``, ``maintain`` and
+``gc`` against one node, each as the command line runs it (``--master spark://...``, a
 process of its own).
 
 On a cluster every task runs in an executor JVM the worker started, with Python
@@ -8,8 +8,9 @@ workers of its own, in a working folder of its own and with only the environment
 worker gives it; nothing of the driver's process reaches a task but what the job
 sends. Audit and export must find exactly what they find on the tests' local
 session, maintain must expire, delete and keep the same files as it does locally
-(``test_maintain``), and the master must have run each job as an application with
-executors of its own."""
+(``test_maintain``), gc must delete what a dry run on the local session names and
+nothing a live table needs, and the master must have run each job as an application
+with executors of its own."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from pyspark.sql import SparkSession
 from harness.spark_standalone import SparkStandalone
 
 from .conftest import run_job
+from .test_gc import gc
 from .test_maintain import (
     AGE,
     SCHEMA,
@@ -49,6 +51,7 @@ pytestmark = pytest.mark.slow
 
 JOB_TIMEOUT_S = 300
 APPS_TIMEOUT_S = 30.0
+COMMITS_FOR_GC = 30
 EXECUTOR_MB = 768  # maintain's executors, from its spark-defaults.conf (Spark's default: 1024)
 # what differs between two runs of one job on the same state: timings and where it wrote
 VARYING = {"seconds", "objects_per_s", "report", "out", "files_per_s", "log"}
@@ -119,6 +122,9 @@ class Runs:
     executor_python_marks: Path
     maintain: Done
     after: Table
+    gc_dry: dict[str, Any]  # on the local session, after maintain
+    gc: Done  # on the cluster, after that
+    after_gc: Table
 
 
 @pytest.fixture(scope="module")
@@ -167,6 +173,16 @@ def runs(
         env={"SPARK_CONF_DIR": str(conf_dir)},
     )
     after = client.load_table("ns.aged")
+    # more commits than a catalog's ref keeps as recent HEADs: the older ones are gc's
+    busy = client.load_table("ns.aged")
+    for i in range(COMMITS_FOR_GC):
+        busy.transaction().set_properties(step=str(i)).commit_transaction()
+    # gc: what a dry run on the local session would delete, then a run on the cluster
+    collect = ("--tenant", TENANT, "--grace", "0", "--retention", "0")
+    gc_dry = gc(spark, "--url", lake.node.url, *collect, "--dry-run", "--out", str(out / "gc-dry"))
+    assert gc_dry.status == 0, gc_dry.stdout
+    collected = on_cluster(cluster, lake, "gc", out / "gc", "--grace", "0", "--retention", "0")
+    after_gc = client.load_table("ns.aged")
     return Runs(
         table,
         before,
@@ -177,6 +193,9 @@ def runs(
         marks,
         maintain,
         after,
+        gc_dry.summary,
+        collected,
+        after_gc,
     )
 
 
@@ -222,6 +241,16 @@ def test_maintain_on_the_cluster_expires_deletes_and_keeps_what_it_must(runs: Ru
     assert ids(runs.after) == [3, 4]
 
 
+def test_gc_on_the_cluster_deletes_what_a_dry_run_names_and_nothing_live(runs: Runs) -> None:
+    done = runs.gc
+    assert done.status == 0, done.stderr[-2000:]
+    assert runs.gc_dry["would_delete"] > 0
+    assert done.summary["deleted"] == runs.gc_dry["would_delete"]
+    assert done.summary["candidates"] == runs.gc_dry["candidates"]
+    assert ids(runs.after_gc) == [3, 4]
+    assert runs.after_gc.metadata.current_snapshot_id == runs.after.metadata.current_snapshot_id
+
+
 def finished_apps(cluster: SparkStandalone, names: set[str]) -> dict[str, dict[str, Any]]:
     """The master's finished applications once all of ``names`` are among them (a
     driver's stop reaches the master as its process ends)."""
@@ -236,7 +265,7 @@ def finished_apps(cluster: SparkStandalone, names: set[str]) -> dict[str, dict[s
 def test_each_job_ran_on_the_cluster_with_executors_of_its_own(
     cluster: SparkStandalone, runs: Runs
 ) -> None:
-    names = {f"metastore {job}" for job in ("audit", "export", "maintain")}
+    names = {f"metastore {job}" for job in ("audit", "export", "maintain", "gc")}
     apps = finished_apps(cluster, names)
     for name in names:
         assert apps[name]["state"] == "FINISHED"
