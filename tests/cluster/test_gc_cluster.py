@@ -16,7 +16,7 @@ import pytest
 import requests
 from pyiceberg.catalog.rest import RestCatalog
 
-from harness.cluster import Cluster, view_state
+from harness.cluster import QUIET_LEASES, Cluster, view_state
 from harness.node import NodeProcess
 from metastore.cluster.replay import replay
 from metastore.cluster.view import ViewStore
@@ -41,7 +41,9 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def cluster(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("gc-cluster")
-    nodes = Cluster(kafka_bootstrap, f"g{os.urandom(5).hex()}", root, size=2).start()
+    nodes = Cluster(
+        kafka_bootstrap, f"g{os.urandom(5).hex()}", root, size=2, env=QUIET_LEASES
+    ).start()  # its views are compared with a replay
     yield nodes
     nodes.close()
     nodes.logs_without_tracebacks()

@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from harness.cluster import Cluster, health, view_state
+from harness.cluster import QUIET_LEASES, Cluster, health, view_state
 from harness.node import NodeProcess
 from metastore.cache import ObjectCache
 from metastore.cluster.replay import replay
@@ -38,7 +38,7 @@ pytestmark = pytest.mark.slow
 def cluster(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """Three nodes shared by the non-destructive tests of this module."""
     root = tmp_path_factory.mktemp("cluster")
-    env = {"METASTORE_CONSISTENCY_WAIT_S": "2"}
+    env = {"METASTORE_CONSISTENCY_WAIT_S": "2", **QUIET_LEASES}  # views vs a replay
     nodes = Cluster(kafka_bootstrap, f"n{os.urandom(5).hex()}", root, env=env).start()
     yield nodes
     nodes.close()

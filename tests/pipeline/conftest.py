@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from harness.spark_standalone import SparkStandalone
 from metastore.cli import _parser
 from metastore.pipeline import cli
 from metastore.pipeline.session import start
@@ -36,6 +37,14 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     session = start("local[2]", "metastore-tests", log, partitions=2)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkStandalone]:
+    """A Spark standalone master and worker (``harness.spark_standalone``), for the
+    tests that run a job as an operator's cluster runs it (``--master spark://...``)."""
+    with SparkStandalone(tmp_path_factory.mktemp("spark-standalone")) as cluster:
+        yield cluster
 
 
 @dataclass

@@ -17,7 +17,7 @@ import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyspark.sql import SparkSession
 
-from harness.cluster import Cluster, view_state
+from harness.cluster import QUIET_LEASES, Cluster, view_state
 
 from .conftest import run_job
 from .support import Http
@@ -35,7 +35,13 @@ APPENDS = 25
 def cluster(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("gc-cluster")
     nodes = Cluster(
-        kafka_bootstrap, f"gc{os.urandom(5).hex()}", root, 2, PARTITIONS, shared_warehouse=True
+        kafka_bootstrap,
+        f"gc{os.urandom(5).hex()}",
+        root,
+        2,
+        PARTITIONS,
+        env=QUIET_LEASES,
+        shared_warehouse=True,
     ).start()
     try:
         nodes.wait_balanced()

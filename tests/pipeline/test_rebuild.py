@@ -25,8 +25,9 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from harness.cluster import Cluster, get_reply, view_state
+from harness.cluster import QUIET_LEASES, Cluster, get_reply, view_state
 from harness.node import NodeProcess
+from harness.spark_standalone import SparkStandalone
 from metastore.cli import _parser
 from metastore.cluster.restore import check_checkpoint
 from metastore.persistence.layout import view_marker
@@ -128,7 +129,9 @@ def tables(node: NodeProcess, catalog: str) -> list[str]:
 @pytest.fixture(scope="module")
 def cluster(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("rebuild-cluster")
-    nodes = Cluster(kafka_bootstrap, f"rb{os.urandom(5).hex()}", root, 2, PARTITIONS).start()
+    nodes = Cluster(
+        kafka_bootstrap, f"rb{os.urandom(5).hex()}", root, 2, PARTITIONS, env=QUIET_LEASES
+    ).start()
     try:
         nodes.wait_balanced()
         load(Http(nodes.nodes[0].url), CATALOGS, range(4))
@@ -192,7 +195,7 @@ def test_rebuild_equals_replay_and_live_nodes_and_a_node_started_on_it_reads_the
         tmp_path / "node2" / "data",
         extra_args=(*kafka[:2], "--topic-prefix", config.prefix, "--cluster-id", config.cluster,
                     "--partitions", str(config.partitions), "--restore-from", str(out)),
-        env={"METASTORE_WAREHOUSE": cluster.warehouse(2).as_uri()},
+        env={"METASTORE_WAREHOUSE": cluster.warehouse(2).as_uri(), **QUIET_LEASES},
         log_path=tmp_path / "node2.log",
     )  # fmt: skip
     cluster.nodes.append(third)  # stopped with the others
@@ -206,6 +209,31 @@ def test_rebuild_equals_replay_and_live_nodes_and_a_node_started_on_it_reads_the
         assert tables(third, catalog) == tables(cluster.nodes[0], catalog)
     assert tables(third, "c0") == [f"t{i}" for i in range(8)]
     assert "view restored from" in third.log_path.read_text()
+
+
+def test_rebuild_on_a_spark_cluster_equals_the_live_views(
+    cluster: Cluster, spark_cluster: SparkStandalone, tmp_path: Path
+) -> None:
+    """The same rebuild as the command line runs it on a standalone Spark cluster: each
+    partition read by a consumer in an executor's Python worker, its SST file written
+    there, and the files ingested by the driver."""
+    config = cluster.config
+    live = {s["digest"] for s in converged(cluster.nodes)}
+    assert len(live) == 1
+    done = subprocess.run(
+        [sys.executable, "-m", "metastore", "rebuild", "--kafka", config.bootstrap,
+         "--topic-prefix", config.prefix, "--partitions", str(config.partitions),
+         "--out", str(tmp_path / "rebuilt"), "--idle", "0.5", "--json", "--no-progress",
+         "--master", spark_cluster.url],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    built = last_json(done.stdout)
+    assert {built["digest"]} == live
+    assert built["records"] == built["consumed"] > 0
+    apps = {app["name"] for app in spark_cluster.status()["completedapps"]}
+    apps |= {app["name"] for app in spark_cluster.status()["activeapps"]}
+    assert "metastore rebuild" in apps
 
 
 def test_bad_input_exits_2_with_one_line(

@@ -58,9 +58,8 @@ VARYING = {"seconds", "objects_per_s", "report", "out", "files_per_s", "log"}
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkStandalone]:
-    with SparkStandalone(tmp_path_factory.mktemp("spark-standalone")) as cluster:
-        yield cluster
+def cluster(spark_cluster: SparkStandalone) -> SparkStandalone:
+    return spark_cluster
 
 
 @pytest.fixture(scope="module")
