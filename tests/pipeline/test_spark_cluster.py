@@ -7,10 +7,12 @@ On a cluster every task runs in an executor JVM the worker started, with Python
 workers of its own, in a working folder of its own and with only the environment the
 worker gives it; nothing of the driver's process reaches a task but what the job
 sends. Audit and export must find exactly what they find on the tests' local
-session, maintain must expire, delete and keep the same files as it does locally
-(``test_maintain``), gc must delete what a dry run on the local session names and
-nothing a live table needs, and the master must have run each job as an application
-with executors of its own."""
+session; maintain must expire a table's old snapshots and delete their files and an
+old orphan while the live snapshot's files stay (what ``test_maintain`` checks on the
+local session); gc must delete what a dry run on the local session names and nothing
+a live table needs; the master must have run each job as an application with
+executors of its own; and what an operator sets for the executors (Spark's
+``spark-defaults.conf``, ``PYSPARK_PYTHON``) must reach them."""
 
 from __future__ import annotations
 
