@@ -17,6 +17,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,24 +88,45 @@ def s3_iam_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Proces
         yield server
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``-n 2 --dist loadgroup``, as ``make test`` runs), keep each
-    module's tests on one worker (they share the module's node) and every data-pipeline
-    test on one worker (they share one Spark session: one JVM, not one per worker).
+def group_of(nodeid: str) -> str:
+    """The tests one pytest-xdist worker runs together: a module's (they share the
+    module's node), and all the data pipeline's (they share one Spark session: one JVM,
+    not one per worker)."""
+    path = nodeid.split("::", 1)[0]
+    return "spark" if path.startswith("tests/pipeline/") else path
 
-    The longest groups run first, so the short ones fill in at the end instead of one
-    worker finishing a long module alone: the Spark group, then the modules with a
-    ``slow`` test, then the rest, each in collection order (``make test`` passes
-    ``--no-loadscope-reorder``, which keeps this order; by default pytest-xdist orders
-    groups by their number of tests, which put the few long cluster tests last)."""
-    group_of: dict[str, str] = {}
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest groups (``group_of``) first, so the short ones fill in at the end
+    instead of one worker finishing a long module alone: the Spark group, then the
+    modules with a ``slow`` test, then the rest, each in collection order (``make test``
+    passes ``--no-loadscope-reorder``, which keeps this order; by default pytest-xdist
+    orders groups by their number of tests, which put the few long cluster tests last)."""
     ranks: dict[str, int] = {}  # in order of each group's first test
     for item in items:
-        path = str(item.path).replace("\\", "/")
-        group = "spark" if "/tests/pipeline/" in path else item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group))
-        group_of[item.nodeid] = group
+        group = group_of(item.nodeid)
         rank = 0 if group == "spark" else 1 if item.get_closest_marker("slow") else 2
         ranks[group] = min(rank, ranks.get(group, rank))
     order = {group: (rank, i) for i, (group, rank) in enumerate(ranks.items())}
-    items.sort(key=lambda item: order[group_of[item.nodeid]])  # stable: a group keeps its order
+    items.sort(key=lambda item: order[group_of(item.nodeid)])  # stable: a group keeps its order
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``-n 2 --dist loadgroup`` (``make test``), whole groups (``group_of``) are
+    dealt to the workers, named by each test's id alone.
+
+    pytest-xdist's own loadgroup reads ``xdist_group`` marks on the workers and names
+    the group in each test's id; pytest 9.2 builds ids another way, so that name is
+    lost and every test became a group of its own: a module's tests and the Spark tests
+    were dealt over both workers, each setting up the module's node (and a Spark
+    session) again."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Groups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return Groups(config, log)
