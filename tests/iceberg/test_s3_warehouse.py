@@ -7,6 +7,7 @@ addressing) and its secret keys by reference (``credentials``)."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 import requests
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.table import Table
 
 from harness.cluster import Cluster
 from harness.node import NodeProcess
@@ -109,6 +111,22 @@ def test_purge_deletes_the_tables_objects_and_nothing_else(lake: S3Lake) -> None
 
 
 @pytest.mark.slow
+def applied(reader: RestCatalog, snapshot_id: int | None, timeout: float = 30.0) -> Table:
+    """``db.t`` as ``reader``'s node serves it once that node's view holds ``snapshot_id``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            table = reader.load_table(("db", "t"))
+        except NoSuchTableError:  # not even the create has reached it yet
+            served = None
+        else:
+            served = table.metadata.current_snapshot_id
+            if served == snapshot_id:
+                return table
+        assert time.monotonic() < deadline, (served, snapshot_id)
+        time.sleep(0.1)
+
+
 def test_a_cluster_shares_one_s3_warehouse(
     s3_server: S3Process, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
@@ -136,9 +154,12 @@ def test_a_cluster_shares_one_s3_warehouse(
         for name in names:
             writer = RestCatalog("w", uri=first.url, warehouse=name, **properties)
             writer.create_namespace(("db",))
-            writer.create_table(("db", "t"), SCHEMA).append(rows([1, 2]))
+            written = writer.create_table(("db", "t"), SCHEMA)
+            written.append(rows([1, 2]))
             reader = RestCatalog("r", uri=second.url, warehouse=name, **properties)
-            table = reader.load_table(("db", "t"))
+            # PyIceberg sends no consistency token: the other node serves the append
+            # once its view has applied it
+            table = applied(reader, written.metadata.current_snapshot_id)
             assert table.location() == f"s3://{bucket}/wh/{TENANT}/{name}/db/t"
             assert sorted(table.scan().to_arrow()["id"].to_pylist()) == [1, 2]
             reader.purge_table(("db", "t"))
