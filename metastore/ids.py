@@ -6,6 +6,11 @@ monotonic per generator even when the wall clock steps back: the generator keeps
 using its last timestamp and borrows the next millisecond when a millisecond's
 4,096 sequence numbers run out. The first 1,000 timestamps are reserved for
 system objects (``system_id``) and never produced by ``next_id``.
+
+A node's generator mints only while its lease holds (``bind``): past the end it was
+given it refuses with 503 and mints nothing, because after that moment another node
+may lease the same node ID. A lease that is renewed, or a node ID leased anew after a
+loss, binds it again.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import threading
 
 from metastore.clock import Clock
+from metastore.errors import ServiceUnavailable
 
 EPOCH_US = 1_735_689_600_000_000  # 2025-01-01T00:00:00Z
 TIMESTAMP_BITS = 41
@@ -51,18 +57,30 @@ def system_id(slot: int, sequence: int = 0) -> int:
     return compose(timestamp, rest, sequence)
 
 
+def _check_node_id(node_id: int) -> None:
+    if not 0 <= node_id <= MAX_NODE_ID:
+        raise ValueError(f"node id out of range: {node_id}")
+
+
 def timestamp_us(snowflake: int) -> int:
     """Wall-clock microseconds at which a generated ID was minted."""
     return EPOCH_US + decompose(snowflake)[0] * 1000
 
 
+class LeaseRunOut(ServiceUnavailable):
+    """The generator's node ID is not (or no longer) leased to this node: nothing is
+    minted until it is leased again."""
+
+
 class SnowflakeGenerator:
     """Thread-safe generator for one leased node ID."""
 
-    def __init__(self, node_id: int, clock: Clock) -> None:
-        if not 0 <= node_id <= MAX_NODE_ID:
-            raise ValueError(f"node id out of range: {node_id}")
+    def __init__(self, node_id: int, clock: Clock, until_us: int | None = None) -> None:
+        """``until_us``: the wall-clock microsecond from which it refuses to mint (None:
+        never; a tool that holds its node ID for good)."""
+        _check_node_id(node_id)
         self._node_id = node_id
+        self._until_us = until_us
         self._clock = clock
         self._lock = threading.Lock()
         self._last_ms = RESERVED_TIMESTAMPS - 1
@@ -72,9 +90,31 @@ class SnowflakeGenerator:
     def node_id(self) -> int:
         return self._node_id
 
+    @property
+    def until_us(self) -> int | None:
+        return self._until_us
+
+    def bind(self, node_id: int | None, until_us: int = 0) -> None:
+        """Mint with ``node_id`` until ``until_us``; None: mint nothing (a lease lost).
+        The timestamp and sequence carry on: a new node ID was free when it was leased,
+        so its earlier holder minted nothing at or after this generator's next ID."""
+        if node_id is not None:
+            _check_node_id(node_id)
+        with self._lock:
+            if node_id is None:
+                self._until_us = 0
+            else:
+                self._node_id, self._until_us = node_id, until_us
+
     def next_id(self) -> int:
         with self._lock:
-            now_ms = max((self._clock.now_us() - EPOCH_US) // 1000, RESERVED_TIMESTAMPS)
+            now_us = self._clock.now_us()
+            if self._until_us is not None and now_us >= self._until_us:
+                raise LeaseRunOut(
+                    "this node's node-id lease has run out (it could not be renewed in "
+                    "time, or was lost); nothing was written, retry later"
+                )
+            now_ms = max((now_us - EPOCH_US) // 1000, RESERVED_TIMESTAMPS)
             if now_ms > self._last_ms:
                 self._last_ms = now_ms
                 self._sequence = 0

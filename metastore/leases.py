@@ -5,6 +5,15 @@ expired, by compare-and-swap on the version token. It renews well before expiry
 (a third of the lease) and releases on shutdown, so a restarted node (or a
 replacement) can take a free ID at once. Lease objects live under the reserved
 system tenant "" and use reserved IDs (``ids.system_id``).
+
+The node mints with its node ID only until a sixth of the lease before its end
+(``writes_until_us``, 10 s of a 60 s lease): another node decides that a lease has
+expired by its own clock, so the margin covers clocks that disagree by up to that
+much. A node whose renewals keep failing (the store out of reach) thus stops writing
+before anyone may take its ID over, and whoever listens (``on_change``: the node's
+``SnowflakeGenerator``) hears of every lease held, renewed and lost. A lost lease is
+not the end: ``acquire`` leases a node ID again (perhaps another), and the node
+writes again with it.
 """
 
 from __future__ import annotations
@@ -12,6 +21,8 @@ from __future__ import annotations
 import logging
 import random
 import secrets
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from metastore.clock import Clock
@@ -25,6 +36,7 @@ from metastore.persistence.base import Persistence, UpdateableObject
 log = logging.getLogger(__name__)
 
 SYSTEM_TENANT = ""
+GUARD_FRACTION = 6  # the node stops minting this fraction of a lease before its end
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +66,42 @@ class NodeLeaser:
         self._holder = holder
         self._lease_us = int(lease_seconds * 1_000_000)
         self._rng = rng or random.Random()
-        self.lease: Lease | None = None
+        self._lease: Lease | None = None
         self._unsettled: Lease | None = None  # a renewal whose outcome is not known yet
+        self._listeners: list[Callable[[Lease | None], None]] = []
+        # the renewal task and a write that found the lease run out may both renew
+        self._lock = threading.RLock()
+
+    @property
+    def lease(self) -> Lease | None:
+        return self._lease
 
     @property
     def renew_interval_s(self) -> float:
         return self._lease_us / 3 / 1_000_000
+
+    @property
+    def guard_us(self) -> int:
+        return self._lease_us // GUARD_FRACTION
+
+    def writes_until_us(self, lease: Lease | None = None) -> int:
+        """The wall-clock microsecond from which this node mints nothing under ``lease``
+        (the current one by default; 0 without one)."""
+        lease = self._lease if lease is None else lease
+        return 0 if lease is None else lease.leased_until_us - self.guard_us
+
+    def holds(self) -> bool:
+        """Whether this node may mint ids now."""
+        return self._clock.now_us() < self.writes_until_us()
+
+    def on_change(self, listener: Callable[[Lease | None], None]) -> None:
+        """Call ``listener`` with the lease after every change (None: lost, released)."""
+        self._listeners.append(listener)
+
+    def _hold(self, lease: Lease | None) -> None:
+        self._lease = lease
+        for listener in self._listeners:
+            listener(lease)
 
     def _object(self, node_id: int, until_us: int) -> UpdateableObject:
         data = self._codec.encode(
@@ -69,6 +111,11 @@ class NodeLeaser:
         return UpdateableObject(lease_key(node_id), data, secrets.token_hex(8))
 
     def acquire(self) -> Lease:
+        """A free node ID, leased: at startup, and again after a lease was lost."""
+        with self._lock:
+            return self._acquire()
+
+    def _acquire(self) -> Lease:
         candidates = list(range(MAX_NODE_ID + 1))
         self._rng.shuffle(candidates)
         for node_id in candidates:
@@ -82,9 +129,11 @@ class NodeLeaser:
             new = self._object(node_id, until)
             expected = current.token if current is not None else None
             if self._persistence.cas_updateable(new.key, expected, new):
-                self.lease = Lease(node_id, new.token, until)
+                lease = Lease(node_id, new.token, until)
+                self._unsettled = None
+                self._hold(lease)
                 log.info("leased node id %d until %d", node_id, until)
-                return self.lease
+                return lease
         raise ServiceUnavailable("all 1024 snowflake node ids are leased; cannot start")
 
     def renew(self) -> bool:
@@ -92,7 +141,11 @@ class NodeLeaser:
         renewed in time). A renewal that fails or whose outcome is unknown (no owner of
         the system partition answered, a fenced owner) is never fatal while the lease
         holds: the lease is read back, and the next interval tries again."""
-        lease = self.lease
+        with self._lock:
+            return self._renew()
+
+    def _renew(self) -> bool:
+        lease = self._lease
         if lease is None:
             return False
         lease = self._adopt_unsettled(lease)
@@ -103,7 +156,7 @@ class NodeLeaser:
         except MetastoreError as exc:
             return self._settle(lease, Lease(lease.node_id, new.token, until), exc)
         if swapped:
-            self.lease = Lease(lease.node_id, new.token, until)
+            self._hold(Lease(lease.node_id, new.token, until))
             return True
         return self._lost(lease)
 
@@ -112,7 +165,7 @@ class NodeLeaser:
         expires (tried again next interval), or lost."""
         token = self._token(lease.node_id)
         if token == attempt.token:
-            self.lease = attempt
+            self._hold(attempt)
             return True
         if token == lease.token and self._clock.now_us() < lease.leased_until_us:
             # the renewal may still reach this node's view: remember it (see renew)
@@ -130,7 +183,7 @@ class NodeLeaser:
         """A renewal whose outcome was unknown and that has since reached the view holds."""
         attempt, self._unsettled = self._unsettled, None
         if attempt is not None and self._token(lease.node_id) == attempt.token:
-            self.lease = attempt
+            self._hold(attempt)
             return attempt
         return lease
 
@@ -140,11 +193,15 @@ class NodeLeaser:
 
     def _lost(self, lease: Lease) -> bool:
         log.error("lost the lease on node id %d", lease.node_id)
-        self.lease = None
+        self._hold(None)
         return False
 
     def release(self) -> None:
-        lease = self.lease
+        with self._lock:
+            self._release()
+
+    def _release(self) -> None:
+        lease = self._lease
         if lease is None:
             return
         try:
@@ -155,4 +212,4 @@ class NodeLeaser:
             log.warning(
                 "could not release node id %d: %s: %s", lease.node_id, type(exc).__name__, exc
             )
-        self.lease = None
+        self._hold(None)

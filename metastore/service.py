@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, ParamSpec, TypeVar
+from typing import Generic, ParamSpec, Protocol, TypeVar
 
 from metastore.cache import ObjectCache
 from metastore.changes import Change, CreateEntity, UpdateEntity
@@ -32,7 +32,6 @@ from metastore.errors import (
     NoSuchTenant,
     NotEmpty,
     NotFound,
-    ServiceUnavailable,
 )
 from metastore.index import IndexView
 from metastore.keys import (
@@ -80,6 +79,14 @@ def catalog_ref(tenant: str, catalog: str) -> RefKey:
     return RefKey(tenant, catalog, MAIN_REF)
 
 
+class LeaseGate(Protocol):
+    """The node-id lease a serving node mints ids under (``metastore.lease_keeper``)."""
+
+    def holds(self) -> bool: ...
+
+    async def renew_now(self) -> None: ...
+
+
 class Metastore:
     def __init__(
         self,
@@ -87,15 +94,17 @@ class Metastore:
         codec: Codec,
         cache: ObjectCache,
         lanes: CommitLanes,
-        writable: bool = True,
+        lease: LeaseGate | None = None,
         consistency: Callable[[str, str], ConsistencyToken | None] | None = None,
         clock: Clock | None = None,
     ) -> None:
+        """``lease``: a write first renews a lease that has run out (None: the ids are
+        never leased out from under this process, as in tests and tools)."""
         self.persistence = persistence
         self._codec = codec
         self._cache = cache
         self._lanes = lanes
-        self.writable = writable
+        self._lease = lease
         self._consistency = consistency  # cluster mode: the token covering a write
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.tasks = Tasks(persistence, codec, self.clock)  # batch jobs' leases (blocking)
@@ -289,9 +298,15 @@ class Metastore:
 
     # --- writes ------------------------------------------------------------------------
 
+    @property
+    def writable(self) -> bool:
+        """Whether this node may mint ids now (its node-id lease holds)."""
+        return self._lease is None or self._lease.holds()
+
     async def commit(self, tenant: str, catalog: str, request: CommitRequest) -> CommitOutcome:
-        if not self.writable:
-            raise ServiceUnavailable("this node cannot write (its node id lease was lost)")
+        lease = self._lease
+        if lease is not None and not lease.holds():
+            await lease.renew_now()  # 503 when it cannot
         # the tenant is checked in the batch's thread (``Committer``): no hand-off here
         try:
             outcome = await self._lanes.submit(catalog_ref(tenant, catalog), request)

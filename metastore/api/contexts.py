@@ -37,6 +37,7 @@ from metastore.api.typedefs import (
     CONFIG,
     HTTP_CLIENT,
     IDENTITY,
+    LEASE_KEEPER,
     LEASER,
     METASTORE,
     METRICS,
@@ -66,7 +67,8 @@ from metastore.errors import AlreadyExists, MetastoreError
 from metastore.ids import SnowflakeGenerator
 from metastore.index import IndexLimits
 from metastore.lanes import CommitLanes
-from metastore.leases import NodeLeaser
+from metastore.lease_keeper import LeaseKeeper
+from metastore.leases import Lease, NodeLeaser
 from metastore.persistence.rocksdb import RocksDBPersistence
 from metastore.quotas import TenantEntityLimits, TenantQuotas, quota_defaults
 from metastore.security.authorizer import Authorizer
@@ -194,7 +196,8 @@ async def http_client_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def lease_ctx(app: web.Application) -> AsyncIterator[None]:
-    """The node id this node mints ids with, leased until shutdown."""
+    """The node id this node mints ids with, leased until shutdown, and what keeps it
+    (``metastore.lease_keeper``)."""
     config, persistence = app[CONFIG], app[PERSISTENCE]
     executor = app[COMMIT_THREADS]
     loop = asyncio.get_running_loop()
@@ -202,6 +205,7 @@ async def lease_ctx(app: web.Application) -> AsyncIterator[None]:
     leaser = NodeLeaser(persistence, codec, clock, config.url, config.lease_seconds)
     await loop.run_in_executor(executor, leaser.acquire)
     app[LEASER] = leaser
+    app[LEASE_KEEPER] = LeaseKeeper(leaser, executor)
     try:
         yield
     finally:
@@ -215,10 +219,19 @@ async def lease_ctx(app: web.Application) -> AsyncIterator[None]:
 async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
     """The commit engine (lanes over a ``Committer``) and the services over it; the
     lanes drain their batches in flight on shutdown."""
-    config, persistence = app[CONFIG], app[PERSISTENCE]
-    lease = app[LEASER].lease
+    config, persistence, leaser = app[CONFIG], app[PERSISTENCE], app[LEASER]
+    lease = leaser.lease
     assert lease is not None, "lease_ctx acquired it"
     codec, clock = default_codec(), SystemClock()
+    ids = SnowflakeGenerator(lease.node_id, clock, leaser.writes_until_us(lease))
+
+    def follow(held: Lease | None) -> None:  # the ids minted under each lease, none without
+        if held is None:
+            ids.bind(None)
+        else:
+            ids.bind(held.node_id, leaser.writes_until_us(held))
+
+    leaser.on_change(follow)
     cache = ObjectCache(config.cache_bytes)
     node = app.get(CLUSTER)
     if node is not None:  # objects a sweep deleted, as this node's view applies them
@@ -234,7 +247,7 @@ async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
         persistence,
         codec,
         objects,
-        SnowflakeGenerator(lease.node_id, clock),
+        ids,
         clock,
         limits,
         entity_limits=TenantEntityLimits(persistence, objects, quotas),
@@ -242,7 +255,9 @@ async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
         require_tenant=True,
     )
     lanes = CommitLanes(committer, app[COMMIT_THREADS], metrics=app[METRICS].commits)
-    metastore = Metastore(persistence, codec, cache, lanes, consistency=_consistency(app))
+    metastore = Metastore(
+        persistence, codec, cache, lanes, lease=app[LEASE_KEEPER], consistency=_consistency(app)
+    )
     app[METASTORE] = metastore
     app[WRITE_FAILURES] = committer.write_failures
     app[QUOTAS] = quotas
@@ -271,25 +286,14 @@ def _consistency(app: web.Application) -> ConsistencyHook | None:
 
 
 async def renewal_ctx(app: web.Application) -> AsyncIterator[None]:
-    """Renew the node-id lease; a node that loses it stops writing."""
-    renewals = asyncio.create_task(_renew(app[LEASER], app[METASTORE], app[COMMIT_THREADS]))
+    """Renew the node-id lease, and lease one again after a loss."""
+    renewals = asyncio.create_task(app[LEASE_KEEPER].run())
     try:
         yield
     finally:
         renewals.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await renewals
-
-
-async def _renew(leaser: NodeLeaser, metastore: Metastore, executor: ThreadPoolExecutor) -> None:
-    loop = asyncio.get_running_loop()
-    while True:
-        await asyncio.sleep(leaser.renew_interval_s)
-        if not await loop.run_in_executor(executor, leaser.renew):
-            # Another node may now mint IDs with our node id: never write again.
-            metastore.writable = False
-            log.critical("node-id lease lost: this node is now read-only; restart it")
-            return
 
 
 # --- what a fresh deployment needs ----------------------------------------------------------

@@ -22,6 +22,7 @@ from metastore.cluster.peer_auth import Peers
 from metastore.config import ServerConfig
 from metastore.consistency import TokenScopes
 from metastore.iceberg.services import Iceberg
+from metastore.lease_keeper import LeaseKeeper
 from metastore.leases import NodeLeaser
 from metastore.metrics import NodeMetrics
 from metastore.persistence.base import Persistence
@@ -36,6 +37,7 @@ CONFIG = web.AppKey("config", ServerConfig)
 PERSISTENCE: web.AppKey[Persistence] = web.AppKey("persistence")  # RocksDB, or the cluster's
 COMMIT_THREADS = web.AppKey("commit_threads", ThreadPoolExecutor)  # durable writes, the lease
 LEASER = web.AppKey("leaser", NodeLeaser)
+LEASE_KEEPER = web.AppKey("lease_keeper", LeaseKeeper)  # renewals, a lease again after a loss
 METASTORE = web.AppKey("metastore", Metastore)
 WRITE_FAILURES = web.AppKey("write_failures", WriteFailures)  # the store's (``/health``)
 STORAGE = web.AppKey("storage", CatalogStorage)  # every catalog's storage (both APIs)

@@ -19,6 +19,7 @@ from metastore.ids import (
     RESERVED_TIMESTAMPS,
     SEQUENCE_BITS,
     TIMESTAMP_BITS,
+    LeaseRunOut,
     SnowflakeGenerator,
     compose,
     decompose,
@@ -295,3 +296,44 @@ def test_system_id_rejects_slots_outside_the_reserved_range(slot: int) -> None:
 def test_system_id_rejects_negative_slot() -> None:
     with pytest.raises(ValueError):
         system_id(-1)
+
+
+# --- minting only under a lease ----------------------------------------------
+
+
+def test_a_bounded_generator_mints_until_its_end_and_nothing_from_it() -> None:
+    clock = frozen_clock()
+    end = clock.now_us() + 1_000
+    gen = SnowflakeGenerator(7, clock, until_us=end)
+    first = gen.next_id()
+    clock.set_us(end - 1)
+    assert gen.next_id() > first
+    clock.set_us(end)  # at the end: another node may lease node id 7 from now on
+    with pytest.raises(LeaseRunOut) as refused:
+        gen.next_id()
+    assert refused.value.status == 503
+
+
+def test_rebinding_mints_with_the_new_node_id_and_stays_increasing() -> None:
+    clock = frozen_clock()
+    gen = SnowflakeGenerator(7, clock, until_us=clock.now_us() + 10_000)
+    before = [gen.next_id() for _ in range(5)]
+    gen.bind(None)  # the lease was lost
+    with pytest.raises(LeaseRunOut):
+        gen.next_id()
+    gen.bind(9, clock.now_us() + 10_000)  # a node id leased again
+    assert gen.node_id == 9 and gen.until_us == clock.now_us() + 10_000
+    after = [gen.next_id() for _ in range(5)]
+    assert {decompose(i)[1] for i in after} == {9}
+    assert strictly_increasing(before + after)
+    with pytest.raises(ValueError, match="node id out of range"):
+        gen.bind(MAX_NODE_ID + 1, clock.now_us() + 10_000)
+    assert gen.node_id == 9
+
+
+def test_an_unbounded_generator_never_refuses() -> None:
+    clock = frozen_clock()
+    gen = SnowflakeGenerator(3, clock)
+    assert gen.until_us is None
+    clock.advance(10 * 365 * 86_400)
+    assert decompose(gen.next_id())[1] == 3

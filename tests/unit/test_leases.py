@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import pytest
 
 from metastore.clock import ManualClock
 from metastore.codec import default_codec
 from metastore.errors import CommitStateUnknown, MetastoreError, ServiceUnavailable
-from metastore.ids import MAX_NODE_ID
+from metastore.ids import MAX_NODE_ID, LeaseRunOut, SnowflakeGenerator, decompose
 from metastore.keys import ObjKey
-from metastore.leases import NodeLeaser, lease_key
+from metastore.lease_keeper import LeaseKeeper
+from metastore.leases import Lease, NodeLeaser, lease_key
 from metastore.persistence.base import UpdateableObject
 from metastore.persistence.memory import MemoryPersistence
 
@@ -219,3 +225,151 @@ def test_a_renewal_that_reaches_the_view_late_still_holds(
     assert first.renew() is True  # the unknown renewal had happened: its token is used
     assert first.lease is not None and first.lease.token != lease.token
     assert stored(faulty, lease.node_id)["leased_until_us"] == first.lease.leased_until_us  # type: ignore[index]
+
+
+# --- minting only while the lease holds, and leasing again -----------------------------
+
+
+def test_writes_stop_a_sixth_of_the_lease_before_its_end(
+    store: MemoryPersistence, clock: ManualClock
+) -> None:
+    first = leaser(store, clock, "node-a")
+    lease = first.acquire()
+    margin = int(LEASE_S * 1_000_000) // 6  # another node's clock may run ahead by this much
+    assert first.writes_until_us() == lease.leased_until_us - margin
+    clock.set_us(first.writes_until_us() - 1)
+    assert first.holds()
+    clock.set_us(first.writes_until_us())
+    assert not first.holds()
+    assert first.renew() is True  # nobody took it over: renewed, and it holds again
+    assert first.holds()
+    assert first.writes_until_us() == clock.now_us() + int(LEASE_S * 1_000_000) - margin
+
+
+def test_listeners_hear_every_lease_held_renewed_and_lost(
+    store: MemoryPersistence, clock: ManualClock
+) -> None:
+    first = leaser(store, clock, "node-a", seed=3)
+    heard: list[Lease | None] = []
+    first.on_change(heard.append)
+    lease = first.acquire()
+    clock.advance(LEASE_S / 3)
+    assert first.renew() is True
+    assert heard == [lease, first.lease]
+    clock.advance(LEASE_S + 1)
+    assert leaser(store, clock, "node-b", seed=3).acquire().node_id == lease.node_id
+    assert first.renew() is False
+    assert heard[-1] is None and not first.holds()
+    again = first.acquire()  # a node id leased again, another one
+    assert again.node_id != lease.node_id and heard[-1] == again and first.holds()
+    first.release()
+    assert heard[-1] is None and len(heard) == 5
+
+
+class Unreachable(MemoryPersistence):
+    """The memory backend whose lease writes fail while ``down``: no owner answers."""
+
+    down = False
+
+    def cas_updateable(
+        self, key: ObjKey, expected_token: str | None, new: UpdateableObject | None
+    ) -> bool:
+        if self.down:
+            raise ServiceUnavailable("no owner of partition 0 answered")
+        return super().cas_updateable(key, expected_token, new)
+
+
+def keeping(store: MemoryPersistence, clock: ManualClock, lease_s: float = LEASE_S) -> Keeping:
+    one = NodeLeaser(store, default_codec(), clock, "node-a", lease_s, random.Random(3))
+    one.acquire()
+    ids = SnowflakeGenerator(0, clock)  # follows the lease as a node's does
+
+    def follow(held: Lease | None) -> None:
+        if held is None:
+            ids.bind(None)
+        else:
+            ids.bind(held.node_id, one.writes_until_us(held))
+
+    one.on_change(follow)
+    assert one.lease is not None
+    follow(one.lease)
+    return Keeping(one, LeaseKeeper(one, ThreadPoolExecutor(1)), ids)
+
+
+@dataclass
+class Keeping:
+    leaser: NodeLeaser
+    keeper: LeaseKeeper
+    ids: SnowflakeGenerator
+
+
+async def test_a_write_after_a_long_pause_renews_the_lease_at_once(
+    store: MemoryPersistence, clock: ManualClock
+) -> None:
+    kept = keeping(store, clock)
+    lease = kept.leaser.lease
+    assert lease is not None
+    clock.advance(LEASE_S * 3)  # a stopped process, a suspended machine: nobody took it
+    with pytest.raises(LeaseRunOut):
+        kept.ids.next_id()
+    assert not kept.keeper.holds()
+    await kept.keeper.renew_now()
+    assert kept.keeper.holds() and kept.leaser.lease is not None
+    assert kept.leaser.lease.node_id == lease.node_id
+    assert decompose(kept.ids.next_id())[1] == lease.node_id
+
+
+async def test_a_lost_lease_is_followed_by_a_new_node_id(
+    store: MemoryPersistence, clock: ManualClock
+) -> None:
+    kept = keeping(store, clock)
+    lease = kept.leaser.lease
+    assert lease is not None
+    clock.advance(LEASE_S + 1)
+    assert leaser(store, clock, "node-b", seed=3).acquire().node_id == lease.node_id  # taken over
+    await kept.keeper.renew_now()
+    again = kept.leaser.lease
+    assert again is not None and again.node_id != lease.node_id
+    assert stored(store, again.node_id)["holder"] == "node-a"  # type: ignore[index]
+    assert decompose(kept.ids.next_id())[1] == again.node_id
+
+
+async def test_a_lease_that_cannot_be_renewed_refuses_writes_until_the_store_answers() -> None:
+    store, clock = Unreachable(), ManualClock()
+    kept = keeping(store, clock)
+    clock.advance(LEASE_S * 5 / 6)  # the margin reached while no renewal got through
+    store.down = True
+    with pytest.raises(LeaseRunOut) as refused:
+        await kept.keeper.renew_now()
+    assert refused.value.status == 503
+    with pytest.raises(LeaseRunOut):
+        kept.ids.next_id()
+    clock.advance(LEASE_S)  # expired meanwhile: lost, and no new lease while down
+    with pytest.raises(LeaseRunOut):
+        await kept.keeper.renew_now()
+    assert kept.leaser.lease is None
+    store.down = False
+    await kept.keeper.renew_now()
+    assert kept.keeper.holds()
+    kept.ids.next_id()
+
+
+async def test_the_keeper_leases_again_on_its_own_after_a_loss(
+    store: MemoryPersistence, clock: ManualClock
+) -> None:
+    kept = keeping(store, clock, lease_s=0.3)  # renewals every 0.1 s of real time
+    lease = kept.leaser.lease
+    assert lease is not None
+    clock.advance(1)
+    assert leaser(store, clock, "node-b", seed=3).acquire().node_id == lease.node_id
+    running = asyncio.create_task(kept.keeper.run())
+    try:
+        deadline = time.monotonic() + 10
+        while kept.leaser.lease is None or kept.leaser.lease.node_id == lease.node_id:
+            assert time.monotonic() < deadline, "no node id leased again"
+            await asyncio.sleep(0.01)
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+    assert kept.keeper.holds()
