@@ -40,6 +40,7 @@ class LeaseKeeper:
         self._leaser = leaser
         self._executor = executor
         self._step_lock = asyncio.Lock()
+        self._failed_to_lease = False  # said once per loss: an outage would repeat it
 
     def holds(self) -> bool:
         """Whether this node may mint ids now."""
@@ -60,9 +61,10 @@ class LeaseKeeper:
     async def run(self) -> None:
         """Renew on time until cancelled."""
         while True:
-            lost = self._leaser.lease is None
-            wait = min(RETRY_S, self._leaser.renew_interval_s) if lost else None
-            await asyncio.sleep(wait if wait is not None else self._leaser.renew_interval_s)
+            interval = self._leaser.renew_interval_s
+            if self._leaser.lease is None:  # lost: lease again soon
+                interval = min(RETRY_S, interval)
+            await asyncio.sleep(interval)
             async with self._step_lock:
                 await self._step()
 
@@ -75,6 +77,9 @@ class LeaseKeeper:
         try:
             lease = await loop.run_in_executor(self._executor, self._leaser.acquire)
         except MetastoreError as exc:
-            log.warning("cannot lease a node id yet (%s); trying again", exc.message)
+            if not self._failed_to_lease:
+                log.warning("cannot lease a node id yet (%s); trying every second", exc.message)
+            self._failed_to_lease = True
             return
+        self._failed_to_lease = False
         log.warning("leased node id %d after a loss: this node writes again", lease.node_id)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -98,13 +99,38 @@ def contents(out: Path) -> dict[str, list[str]]:
 
 
 def synced(cluster: Cluster) -> str:
-    """The URL of a node whose view has applied every write (the last one read back)."""
+    """The URL of a node whose view has applied every write: the other node than the one
+    ``load`` wrote through, once it reads back the last write of each catalog and of
+    the tenant's roles (the reads carry no consistency token, so it may trail the
+    writes by a moment)."""
     url = cluster.nodes[1].url
-    client = RestCatalog("t", uri=url, warehouse=f"{TENANT}/a")
-    grants = Http(url).ok("GET", f"/api/v1/tenants/{TENANT}/principal-roles/loaders/catalog-roles")
-    assert grants["catalog-roles"] == [{"catalog": "a", "name": "writers"}]
-    assert len(client.load_table(("ns", "ice")).metadata.snapshots) == 2
-    return url
+    http, roles = Http(url), f"/api/v1/tenants/{TENANT}"
+    deadline = time.monotonic() + 30
+    while True:
+        seen = {
+            "snapshots": [
+                len(
+                    RestCatalog("t", uri=url, warehouse=f"{TENANT}/{c}")
+                    .load_table(("ns", "ice"))
+                    .metadata.snapshots
+                )
+                for c in CATALOGS
+            ],
+            "roles": http.ok("GET", f"{roles}/principal-roles/loaders/catalog-roles")[
+                "catalog-roles"
+            ],
+            "grants": len(
+                http.ok("GET", f"{roles}/catalogs/a/catalog-roles/writers/grants")["grants"]
+            ),
+        }
+        if seen == {
+            "snapshots": [2] * len(CATALOGS),
+            "roles": [{"catalog": "a", "name": "writers"}],
+            "grants": 1,
+        }:
+            return url
+        assert time.monotonic() < deadline, seen
+        time.sleep(0.1)
 
 
 @pytest.mark.parametrize("scope", [[], ["--tenant", TENANT, "--catalog", "a"]])
