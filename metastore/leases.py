@@ -69,6 +69,7 @@ class NodeLeaser:
         self._lease: Lease | None = None
         self._unsettled: Lease | None = None  # a renewal whose outcome is not known yet
         self._listeners: list[Callable[[Lease | None], None]] = []
+        self.lost = 0  # leases lost (``/metrics``)
         # the renewal task and a write that found the lease run out may both renew
         self._lock = threading.RLock()
 
@@ -93,6 +94,10 @@ class NodeLeaser:
     def holds(self) -> bool:
         """Whether this node may mint ids now."""
         return self._clock.now_us() < self.writes_until_us()
+
+    def writes_for_s(self) -> float:
+        """Seconds this node may still mint ids without another renewal (0: none)."""
+        return max(self.writes_until_us() - self._clock.now_us(), 0) / 1_000_000
 
     def on_change(self, listener: Callable[[Lease | None], None]) -> None:
         """Call ``listener`` with the lease after every change (None: lost, released)."""
@@ -193,6 +198,7 @@ class NodeLeaser:
 
     def _lost(self, lease: Lease) -> bool:
         log.error("lost the lease on node id %d", lease.node_id)
+        self.lost += 1
         self._hold(None)
         return False
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from metastore.api.native_gc import gc_stats
-from metastore.api.typedefs import CLUSTER, ICEBERG, METASTORE, PERSISTENCE, ROUTING_STATS
+from metastore.api.typedefs import CLUSTER, ICEBERG, LEASER, METASTORE, PERSISTENCE, ROUTING_STATS
 from metastore.cache import ObjectCache
 from metastore.committer import Committer
 from metastore.lanes import CommitLanes
@@ -34,6 +34,18 @@ def engine_stats(
         "metastore_cache_misses_total": ("counter", "object cache misses", cache.misses),
         "metastore_cache_bytes": ("gauge", "bytes of cached objects", cache.size_bytes),
     }
+    leaser = app.get(LEASER)
+    if leaser is not None:
+        stats["metastore_node_id_lease_seconds"] = (
+            "gauge",
+            "seconds this node may still mint ids without a renewal (0: it writes nothing)",
+            int(leaser.writes_for_s()),
+        )
+        stats["metastore_node_id_leases_lost_total"] = (
+            "counter",
+            "node-id leases lost (another is leased at once: see the logs)",
+            leaser.lost,
+        )
     persistence = app.get(PERSISTENCE)
     if isinstance(persistence, RocksDBPersistence):  # embedded, --fsync: the group syncs
         syncs = ("counter", "WAL fsyncs made for commits", persistence.syncs)

@@ -67,6 +67,11 @@ def _leased_again(node: NodeProcess) -> dict[str, Any] | None:
     return body if f"leased node id {body['node-id']} after a loss" in log else None
 
 
+def metric(text: str, name: str) -> float:
+    (value,) = [line.split()[1] for line in text.splitlines() if line.startswith(name + " ")]
+    return float(value)
+
+
 async def test_a_node_that_lost_its_lease_leases_another_and_writes_again(
     kafka_bootstrap: str, tmp_path: Path, session: aiohttp.ClientSession
 ) -> None:
@@ -112,6 +117,9 @@ async def test_a_node_that_lost_its_lease_leases_another_and_writes_again(
         created = await write(f"{base}/{catalog}/namespaces", {"namespace": ["after"]})
         assert decompose(int(created["entity-id"]))[1] == node_id, created
         assert health(paused)["node-id"] == node_id
+        metrics = await api.call("GET", "/metrics")
+        assert metric(metrics.text, "metastore_node_id_leases_lost_total") == 1
+        assert 0 < metric(metrics.text, "metastore_node_id_lease_seconds") <= LEASE_S
     finally:
         if paused.proc.poll() is None:
             paused.proc.send_signal(signal.SIGCONT)

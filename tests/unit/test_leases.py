@@ -237,6 +237,7 @@ def test_writes_stop_a_sixth_of_the_lease_before_its_end(
     lease = first.acquire()
     margin = int(LEASE_S * 1_000_000) // 6  # another node's clock may run ahead by this much
     assert first.writes_until_us() == lease.leased_until_us - margin
+    assert first.writes_for_s() == LEASE_S * 5 / 6
     clock.set_us(first.writes_until_us() - 1)
     assert first.holds()
     clock.set_us(first.writes_until_us())
@@ -258,8 +259,10 @@ def test_listeners_hear_every_lease_held_renewed_and_lost(
     assert heard == [lease, first.lease]
     clock.advance(LEASE_S + 1)
     assert leaser(store, clock, "node-b", seed=3).acquire().node_id == lease.node_id
+    assert first.lost == 0
     assert first.renew() is False
     assert heard[-1] is None and not first.holds()
+    assert first.lost == 1 and first.writes_for_s() == 0
     again = first.acquire()  # a node id leased again, another one
     assert again.node_id != lease.node_id and heard[-1] == again and first.holds()
     first.release()
