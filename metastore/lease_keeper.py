@@ -2,15 +2,15 @@
 write finds the lease run out, and a node ID leased again after a loss.
 
 The lease is what lets the node mint ids (``metastore.leases``), so a node without a
-live one refuses writes with 503. Before, a lost lease left the node read-only until
-an operator restarted it; every node of a cluster lost it together in a store outage
-longer than the lease, and a node resumed from a long pause (a stopped process, a
-suspended machine) refused writes until its next scheduled renewal. Now:
+live one refuses writes with 503. A lost lease used to leave the node read-only until
+an operator restarted it, and in a store outage longer than the lease every node of
+a cluster lost it together. Now:
 
 - every third of the lease, a renewal (``NodeLeaser.renew``), in a worker thread;
 - a write that finds the lease run out (``Metastore.commit``) renews it at once and
-  waits for the outcome: after a pause nobody took the ID over, so the renewal
-  succeeds and the write goes on (503 only when it cannot);
+  waits for the outcome: after a long pause (a stopped process, a suspended machine)
+  nobody took the ID over, so the renewal succeeds and the write goes on, where the
+  next scheduled renewal could be a third of the lease away (503 only when it cannot);
 - a lease lost (taken over after it expired, or expired while renewals failed) is
   followed by a new one (``NodeLeaser.acquire``: any free node ID), tried at once and
   then every second until the store answers. The node's generator mints with the new

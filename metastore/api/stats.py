@@ -14,10 +14,10 @@ from metastore.persistence.rocksdb import RocksDBPersistence
 
 def engine_stats(
     app: web.Application, lanes: CommitLanes, committer: Committer, cache: ObjectCache
-) -> dict[str, tuple[str, str, int]]:
+) -> dict[str, tuple[str, str, float]]:
     """Name -> (type, help, value), read when ``/metrics`` is asked (the Iceberg services
     and the cluster node are read then: both are set once the node has started)."""
-    stats = {
+    stats: dict[str, tuple[str, str, float]] = {
         "metastore_commits_total": ("counter", "commits acknowledged", lanes.commits),
         "metastore_commit_batches_total": (
             "counter",
@@ -39,7 +39,7 @@ def engine_stats(
         stats["metastore_node_id_lease_seconds"] = (
             "gauge",
             "seconds this node may still mint ids without a renewal (0: it writes nothing)",
-            int(leaser.writes_for_s()),
+            round(leaser.writes_for_s(), 3),
         )
         stats["metastore_node_id_leases_lost_total"] = (
             "counter",

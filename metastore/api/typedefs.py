@@ -48,7 +48,7 @@ ICEBERG = web.AppKey("iceberg", Iceberg)  # the Iceberg REST layer's services
 RATES = web.AppKey("rates", RateLimiter)  # every tenant's request bucket on this node
 SCOPES = web.AppKey("token_scopes", TokenScopes)  # consistency tokens' tenant tags
 
-Stats = Callable[[], dict[str, tuple[str, str, int]]]  # name -> (type, help, value)
+Stats = Callable[[], dict[str, tuple[str, str, float]]]  # name -> (type, help, value)
 METRICS = web.AppKey("metrics", NodeMetrics)  # the histograms (``metastore.metrics``)
 API_DOCUMENTS = web.AppKey("api_documents", ApiDocuments)  # OpenAPI documents, built once
 STATS: web.AppKey[Stats] = web.AppKey("stats")

@@ -1,9 +1,10 @@
 """A node whose node-id lease was lost leases a node id again and writes again, with no
 restart (``metastore.lease_keeper``).
 
-Two real nodes on one broker, with 3-second leases. One node stops (SIGSTOP: a long
-pause, as a frozen VM or a debugger would make) past its lease's end; meanwhile an
-operator's lease collection through the other node removes the expired lease, as
+Two real nodes on one broker, with 3-second leases. The node that does not own the
+leases' partition stops (SIGSTOP: a long pause, as a frozen VM or a debugger would
+make) past its lease's end; meanwhile an operator's lease collection through the
+other node removes the expired lease, as
 ``POST /api/v1/admin/gc/leases`` does for any node gone that long. When the stopped
 node resumes, its renewal finds its lease gone: it has lost it, must never mint with
 that node id again, and leases one anew. It then writes with the new one: a table it
@@ -75,13 +76,17 @@ def metric(text: str, name: str) -> float:
 async def test_a_node_that_lost_its_lease_leases_another_and_writes_again(
     kafka_bootstrap: str, tmp_path: Path, session: aiohttp.ClientSession
 ) -> None:
-    env = {"METASTORE_LEASE_SECONDS": str(LEASE_S)}
+    # a session far longer than the pause: the group does not move partitions meanwhile,
+    # so the leases' partition keeps its owner, the node that is not paused
+    env = {"METASTORE_LEASE_SECONDS": str(LEASE_S), "METASTORE_SESSION_TIMEOUT_MS": "20000"}
     cluster = Cluster(kafka_bootstrap, f"n{os.urandom(5).hex()}", tmp_path, size=2, env=env)
     cluster.start()
-    paused, other = cluster.nodes
-    assert paused.proc is not None
+    paused = cluster.nodes[0]
     try:
         await asyncio.to_thread(cluster.wait_balanced)
+        other = await asyncio.to_thread(cluster.wait_owner, cluster.partition("", ""))
+        paused = next(n for n in cluster.nodes if n is not other)
+        assert paused.proc is not None
         before = health(paused)["node-id"]
         paused.proc.send_signal(signal.SIGSTOP)
         try:
@@ -99,7 +104,7 @@ async def test_a_node_that_lost_its_lease_leases_another_and_writes_again(
         assert f"lost the lease on node id {before}" in log, paused.log_tail(40)
 
         # It mints with the new node id: a create in a partition it owns carries it.
-        owned = (await asyncio.to_thread(cluster.wait_balanced))[0]
+        owned = (await asyncio.to_thread(cluster.wait_balanced))[cluster.nodes.index(paused)]
         api, token = Api(session, paused.url), ""
 
         async def write(path: str, body: dict[str, Any]) -> Any:  # each after the one before
@@ -121,7 +126,7 @@ async def test_a_node_that_lost_its_lease_leases_another_and_writes_again(
         assert metric(metrics.text, "metastore_node_id_leases_lost_total") == 1
         assert 0 < metric(metrics.text, "metastore_node_id_lease_seconds") <= LEASE_S
     finally:
-        if paused.proc.poll() is None:
+        if paused.proc is not None and paused.proc.poll() is None:
             paused.proc.send_signal(signal.SIGCONT)
         cluster.close()
     cluster.logs_without_tracebacks()
