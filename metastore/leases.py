@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from metastore.clock import Clock
 from metastore.codec import Codec
 from metastore.errors import MetastoreError, ServiceUnavailable
-from metastore.ids import MAX_NODE_ID, system_id
+from metastore.ids import MAX_NODE_ID, SnowflakeGenerator, system_id
 from metastore.keys import ObjKey
 from metastore.objtypes import NODE_LEASE
 from metastore.persistence.base import Persistence, UpdateableObject
@@ -102,6 +102,19 @@ class NodeLeaser:
     def on_change(self, listener: Callable[[Lease | None], None]) -> None:
         """Call ``listener`` with the lease after every change (None: lost, released)."""
         self._listeners.append(listener)
+
+    def mint_with(self, ids: SnowflakeGenerator) -> None:
+        """``ids`` mints under this leaser's lease from now on: bound to the current one
+        at once, and again at every change (none while there is no lease)."""
+
+        def follow(held: Lease | None) -> None:
+            if held is None:
+                ids.bind(None)
+            else:
+                ids.bind(held.node_id, self.writes_until_us(held))
+
+        self.on_change(follow)
+        follow(self._lease)
 
     def _hold(self, lease: Lease | None) -> None:
         self._lease = lease

@@ -68,7 +68,7 @@ from metastore.ids import SnowflakeGenerator
 from metastore.index import IndexLimits
 from metastore.lanes import CommitLanes
 from metastore.lease_keeper import LeaseKeeper
-from metastore.leases import Lease, NodeLeaser
+from metastore.leases import NodeLeaser
 from metastore.persistence.rocksdb import RocksDBPersistence
 from metastore.quotas import TenantEntityLimits, TenantQuotas, quota_defaults
 from metastore.security.authorizer import Authorizer
@@ -223,15 +223,8 @@ async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
     lease = leaser.lease
     assert lease is not None, "lease_ctx acquired it"
     codec, clock = default_codec(), SystemClock()
-    ids = SnowflakeGenerator(lease.node_id, clock, leaser.writes_until_us(lease))
-
-    def follow(held: Lease | None) -> None:  # the ids minted under each lease, none without
-        if held is None:
-            ids.bind(None)
-        else:
-            ids.bind(held.node_id, leaser.writes_until_us(held))
-
-    leaser.on_change(follow)
+    ids = SnowflakeGenerator(lease.node_id, clock)
+    leaser.mint_with(ids)
     cache = ObjectCache(config.cache_bytes)
     node = app.get(CLUSTER)
     if node is not None:  # objects a sweep deleted, as this node's view applies them

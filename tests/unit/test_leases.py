@@ -285,17 +285,8 @@ class Unreachable(MemoryPersistence):
 def keeping(store: MemoryPersistence, clock: ManualClock, lease_s: float = LEASE_S) -> Keeping:
     one = NodeLeaser(store, default_codec(), clock, "node-a", lease_s, random.Random(3))
     one.acquire()
-    ids = SnowflakeGenerator(0, clock)  # follows the lease as a node's does
-
-    def follow(held: Lease | None) -> None:
-        if held is None:
-            ids.bind(None)
-        else:
-            ids.bind(held.node_id, one.writes_until_us(held))
-
-    one.on_change(follow)
-    assert one.lease is not None
-    follow(one.lease)
+    ids = SnowflakeGenerator(0, clock)
+    one.mint_with(ids)  # as a node's does
     return Keeping(one, LeaseKeeper(one, ThreadPoolExecutor(1)), ids)
 
 
