@@ -70,7 +70,8 @@ class NodeLeaser:
         self._unsettled: Lease | None = None  # a renewal whose outcome is not known yet
         self._listeners: list[Callable[[Lease | None], None]] = []
         self.lost = 0  # leases lost (``/metrics``)
-        # the renewal task and a write that found the lease run out may both renew
+        # renewals, a lease again after a loss and the release at shutdown run in worker
+        # threads: one at a time
         self._lock = threading.RLock()
 
     @property

@@ -60,11 +60,6 @@ VARYING = {"seconds", "objects_per_s", "report", "out", "files_per_s", "log"}
 
 
 @pytest.fixture(scope="module")
-def cluster(spark_cluster: SparkStandalone) -> SparkStandalone:
-    return spark_cluster
-
-
-@pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
     with running_lake(tmp_path_factory.mktemp("spark-cluster-lake")) as lake:
         yield lake
@@ -130,7 +125,7 @@ class Runs:
 
 @pytest.fixture(scope="module")
 def runs(
-    cluster: SparkStandalone,
+    spark_cluster: SparkStandalone,
     lake: Lake,
     spark: SparkSession,
     tmp_path_factory: pytest.TempPathFactory,
@@ -149,7 +144,7 @@ def runs(
     make_old(orphan)
     before = snapshot_files(table)
     out = tmp_path_factory.mktemp("spark-cluster-out")
-    audit = on_cluster(cluster, lake, "audit", out / "audit")
+    audit = on_cluster(spark_cluster, lake, "audit", out / "audit")
     audit_local = on_local(spark, lake, "audit", out / "audit-local")
     # the executors' interpreter is the operator's (a cluster's hosts keep the package
     # at a path of their own): one that notes each start, then runs this one
@@ -158,14 +153,14 @@ def runs(
     wrapper.write_text(f'#!/bin/sh\necho "$$" >> {marks}\nexec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
     export = on_cluster(
-        cluster, lake, "export", out / "export", env={"PYSPARK_PYTHON": str(wrapper)}
+        spark_cluster, lake, "export", out / "export", env={"PYSPARK_PYTHON": str(wrapper)}
     )
     export_local = on_local(spark, lake, "export", out / "export-local")
     conf_dir = out / "spark-conf"
     conf_dir.mkdir()
     (conf_dir / "spark-defaults.conf").write_text(f"spark.executor.memory {EXECUTOR_MB}m\n")
     maintain = on_cluster(
-        cluster,
+        spark_cluster,
         lake,
         "maintain",
         out / "maintain",
@@ -182,7 +177,9 @@ def runs(
     collect = ("--tenant", TENANT, "--grace", "0", "--retention", "0")
     gc_dry = gc(spark, "--url", lake.node.url, *collect, "--dry-run", "--out", str(out / "gc-dry"))
     assert gc_dry.status == 0, gc_dry.stdout
-    collected = on_cluster(cluster, lake, "gc", out / "gc", "--grace", "0", "--retention", "0")
+    collected = on_cluster(
+        spark_cluster, lake, "gc", out / "gc", "--grace", "0", "--retention", "0"
+    )
     after_gc = client.load_table("ns.aged")
     return Runs(
         table,
@@ -264,20 +261,20 @@ def finished_apps(cluster: SparkStandalone, names: set[str]) -> dict[str, dict[s
 
 
 def test_each_job_ran_on_the_cluster_with_executors_of_its_own(
-    cluster: SparkStandalone, runs: Runs
+    spark_cluster: SparkStandalone, runs: Runs
 ) -> None:
     names = {f"metastore {job}" for job in ("audit", "export", "maintain", "gc")}
-    apps = finished_apps(cluster, names)
+    apps = finished_apps(spark_cluster, names)
     for name in names:
         assert apps[name]["state"] == "FINISHED"
         assert apps[name]["cores"] > 0  # executors of the worker ran its tasks
-    executors = [d for d in cluster.work_dir.glob("app-*/*") if d.is_dir()]
+    executors = [d for d in spark_cluster.work_dir.glob("app-*/*") if d.is_dir()]
     assert len(executors) >= len(names)  # a working folder per application's executor
 
 
 def test_spark_defaults_of_the_operator_reach_the_executors(
-    cluster: SparkStandalone, runs: Runs
+    spark_cluster: SparkStandalone, runs: Runs
 ) -> None:
-    apps = finished_apps(cluster, {"metastore maintain", "metastore audit"})
+    apps = finished_apps(spark_cluster, {"metastore maintain", "metastore audit"})
     assert apps["metastore maintain"]["memoryperexecutor"] == EXECUTOR_MB
     assert apps["metastore audit"]["memoryperexecutor"] != EXECUTOR_MB
