@@ -66,10 +66,19 @@ class Records:
                 return ancestor
         return next(iter(self._below(location)), None)
 
-    def kept(self, key: str) -> bool:
-        """The holder of ``key`` is a dropped table or view, kept until it is collected."""
+    def kept_name(self, key: str) -> EntityKey | None:
+        """The name of the dropped table or view holding ``key``, kept until it is
+        collected (None: a live one holds it, or none)."""
         holder = self.holder(key)
-        return holder is not None and self._index.get(dropped_key(holder).encode()) is not None
+        if holder is None:
+            return None
+        value = self._index.get(dropped_key(holder).encode())
+        return None if value is None else self._entity(value[1]).key
+
+    def yields(self, key: str, to: EntityKey) -> bool:
+        """Whether the holder of exactly ``key`` gives it up to a new table or view named
+        ``to``: only a dropped one of that very name does (``claim``)."""
+        return self.kept_name(key) == to
 
     def inside(self, location: Location) -> list[str]:
         """The held locations (their keys) equal to ``location`` or inside it."""
@@ -104,11 +113,19 @@ def claim(before: Entity | None, after: Entity | None, records: Records) -> Chan
     if new.key == _held(before):
         return None
     clash = records.overlapping(new)
-    if clash == new.key and records.kept(clash):
-        # a dropped table's very location yields to a live one, as a drop followed by a
-        # register of the same metadata expects (its collection's purge keeps what a live
-        # location holds); the dropped one cannot be undropped while it is taken
+    kept = records.kept_name(clash) if clash == new.key else None
+    if kept == after.key:
+        # a dropped table's very location yields to a live one of the same name, as a
+        # drop followed by a create or a register of the same metadata expects (its
+        # collection's purge keeps what a live location holds); the dropped one cannot
+        # be undropped while it is taken
         clash = None
+    elif kept is not None:  # anyone else would get its files, and credentials for them
+        raise BadRequest(
+            f"{after.kind.label} location {new} is the location of the dropped "
+            f"{kept.kind.label} {kept.display()}, kept for undrop: only a "
+            f"{kept.kind.label} of that name may take it"
+        )
     if clash is not None:
         how = "is" if clash == new.key else "overlaps"
         raise BadRequest(

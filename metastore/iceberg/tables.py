@@ -270,14 +270,15 @@ class Tables:
         held already (say by a table renamed away from this name): locations are unique,
         and a client that names no location should not have to pick one.
 
-        A dropped table kept for undrop yields its very location (``location_index``):
-        a name dropped and created again gets the same location, as with catalogs that
-        forget a dropped table, and the newest of them owns it."""
+        A dropped table kept for undrop yields its very location to a table of its
+        own name (``location_index``): a name dropped and created again gets the same
+        location, as with catalogs that forget a dropped table, and the newest of them
+        owns it."""
         location = self.warehouse.default_location(tenant, catalog, key.namespace, key.name)
         records = self.records(tenant, catalog)
         wanted = normalize(location)
         clash = records.overlapping(wanted)
-        if clash is None or (clash == wanted.key and records.kept(clash)):
+        if clash is None or (clash == wanted.key and records.yields(clash, key)):
             return location
         return f"{location}-{uuid.uuid4().hex}"
 

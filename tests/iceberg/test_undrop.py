@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 import pytest
 import requests
 from pyiceberg.catalog.rest import RestCatalog
-from pyiceberg.exceptions import NoSuchTableError, NoSuchViewError
+from pyiceberg.exceptions import BadRequestError, NoSuchTableError, NoSuchViewError
 
 from .conftest import TENANT, Server
 from .support import SCHEMA, assert_error, rows
@@ -211,16 +211,25 @@ def test_the_expiry_keeps_a_dropped_table_within_its_retention_and_collects_it_a
 def test_a_dropped_tables_location_yields_to_a_register_of_its_metadata(
     iceberg_server: Server, catalog_name: str, catalog: RestCatalog
 ) -> None:
-    """Drop without purge, then register the same metadata under another name (how tables
-    move between names and catalogs): the dropped one's location yields to the live one,
-    it cannot be undropped while that one holds it, and its collection keeps their files."""
+    """Drop without purge, then register the same metadata under its name: the dropped
+    one's location yields to the live one, it cannot be undropped while that one holds
+    it, and its collection keeps their files. Under any other name the register is a 400:
+    whoever may create a table elsewhere in the catalog does not get the dropped table's
+    files by naming its metadata (only an undrop gives them back)."""
     native = Native(iceberg_server.url, catalog_name)
     catalog.create_namespace(("db",))
+    catalog.create_namespace(("scratch",))
     catalog.create_table(("db", "orig"), SCHEMA).append(rows([1, 2, 3]))
     metadata_location = catalog.load_table(("db", "orig")).metadata_location
+    location = catalog.load_table(("db", "orig")).metadata.location
     catalog.drop_table(("db", "orig"))
-    again = catalog.register_table(("db", "again"), metadata_location)
-    assert_error(native.undrop("orig"), 409, "AlreadyExistsException")  # its location is taken
+    for name in (("db", "again"), ("scratch", "orig")):
+        with pytest.raises(BadRequestError, match="kept for undrop"):
+            catalog.register_table(name, metadata_location)
+        with pytest.raises(BadRequestError, match="kept for undrop"):
+            catalog.create_table(name, SCHEMA, location=location)
+    again = catalog.register_table(("db", "orig"), metadata_location)
+    assert_error(native.undrop("orig"), 409, "AlreadyExistsException")  # its name is taken
 
     native.retention(0)
     assert native.expire()["collected"] == 1  # its purge keeps what the live table holds
