@@ -18,16 +18,18 @@ from typing import Any
 from aiohttp import web
 
 from metastore.api import params
-from metastore.api.authz import visible
+from metastore.api.authz import checker, visible
 from metastore.api.idempotency import Idempotency, refuse_key
 from metastore.api.principal import caller, principal_of
 from metastore.api.render import commit_json, entity_json
-from metastore.api.typedefs import CONFIG, IDENTITY, METASTORE
+from metastore.api.typedefs import AUTHORIZER, CONFIG, IDENTITY, METASTORE
 from metastore.api.validation import body_of, read_json
 from metastore.commits import CommitOutcome
-from metastore.errors import MetastoreError
+from metastore.errors import Forbidden, MetastoreError
 from metastore.keys import SYSTEM_CATALOG
 from metastore.model import Entity
+from metastore.security.authenticator import ADMIN_KINDS
+from metastore.security.grants import TENANT_ADMIN
 from metastore.security.principal import Principal
 from metastore.security.principals import check_principal_name, record_of
 from metastore.security.records import principal_key
@@ -94,6 +96,28 @@ def _once(request: web.Request, tenant: str, body: Mapping[str, Any] | None = No
     return Idempotency.of(request, request.app[METASTORE], tenant, SYSTEM_CATALOG)
 
 
+async def _may_change(request: web.Request, tenant: str, name: str, what: str) -> None:
+    """403 unless the caller may ``what`` (create, rotate, ...) principal ``name``: only
+    a service admin changes a principal that ``METASTORE_AUTH_ADMINS`` names, and only a
+    tenant admin (or a service admin) one that holds ``tenant_admin``. Rotating a
+    secret, or creating the principal an admin id names, gives the caller that
+    principal's tokens: a holder of ``PRINCIPAL_ROTATE_CREDENTIALS`` or
+    ``PRINCIPAL_CREATE`` would otherwise become an admin of its tenant, or of every
+    tenant (disabling or deleting one would lock its tenant's administration out)."""
+    found = checker(request)
+    if found is None or found.service_admin:  # auth off, or the operator's own
+        return
+    authorizer = request.app[AUTHORIZER]
+    if any(authorizer.is_service_admin(Principal(tenant, name, kind)) for kind in ADMIN_KINDS):
+        shown = Principal(tenant, name, "service").id
+        raise Forbidden(f"only service admins may {what} the service admin {shown}")
+    if found.access.admin:
+        return
+    policy = await request.app[METASTORE].read(authorizer.policies.get, tenant)
+    if policy.is_member(TENANT_ADMIN, name):
+        raise Forbidden(f"only tenant admins may {what} {name}, who holds {TENANT_ADMIN}")
+
+
 @routes.get(PRINCIPALS)
 async def list_principals(request: web.Request) -> web.Response:
     tenant = params.tenant(request)
@@ -115,6 +139,7 @@ async def create_principal(request: web.Request) -> web.Response:
     tenant = params.tenant(request)
     body = await read_json(request, "create_principal")
     name = check_principal_name(body["name"])
+    await _may_change(request, tenant, name, "create")
     principals = request.app[IDENTITY].principals
     entity, secret = await _once(request, tenant, body).run(
         lambda record: principals.create(
@@ -143,6 +168,7 @@ async def rotate_principal(request: web.Request) -> web.Response:
     """A new secret (and so a new generation: every earlier token is refused)."""
     tenant, name = params.tenant(request), _name(request)
     body = await read_json(request, "rotate_principal") if body_of(request) else {}
+    await _may_change(request, tenant, name, "rotate the secret of")
     principals = request.app[IDENTITY].principals
     entity, secret = await _once(request, tenant, body).run(
         lambda record: principals.rotate(
@@ -155,6 +181,7 @@ async def rotate_principal(request: web.Request) -> web.Response:
 
 async def _set_disabled(request: web.Request, disabled: bool) -> web.Response:
     tenant, name = params.tenant(request), _name(request)
+    await _may_change(request, tenant, name, "disable" if disabled else "enable")
     principals = request.app[IDENTITY].principals
 
     async def attempt(record: Any) -> tuple[Entity, None]:
@@ -182,6 +209,7 @@ async def enable_principal(request: web.Request) -> web.Response:
 @routes.delete(PRINCIPAL)
 async def delete_principal(request: web.Request) -> web.Response:
     tenant, name = params.tenant(request), _name(request)
+    await _may_change(request, tenant, name, "delete")
     principals = request.app[IDENTITY].principals
 
     async def attempt(record: Any) -> bool:

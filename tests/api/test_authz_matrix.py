@@ -363,7 +363,8 @@ async def ice_register(world: World) -> Request:
     await world.iceberg_table(donor)
     loaded = await world.ok("GET", f"{ICE}/namespaces/{NS}/tables/{donor}")
     await world.ok("DELETE", f"{ICE}/namespaces/{NS}/tables/{donor}", None, 204)
-    body = {"name": world.fresh("registered"), "metadata-location": loaded["metadata-location"]}
+    # its own name: a dropped table's location yields to no other
+    body = {"name": donor, "metadata-location": loaded["metadata-location"]}
     return Request("POST", f"{ICE}/namespaces/{NS}/register", body)
 
 

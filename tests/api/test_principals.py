@@ -18,6 +18,7 @@ from harness.node import NodeProcess
 from .support import TIMEOUT, Api, Reply, assert_error, assert_status, unique
 
 ROOT = ("root", "root-secret-1")  # a service admin (METASTORE_AUTH_ADMINS)
+OPS_TENANT = "opsland"  # its principal ops is a service admin too, once someone creates it
 PLAIN = ("plain", "plain-secret-1")  # no role at all
 HIDDEN = ("salt", "hash", "generation", "properties")  # never part of a principal's JSON
 
@@ -28,7 +29,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
     env = {
         "METASTORE_AUTH": "on",
         "METASTORE_AUTH_CLIENTS": ",".join(f"{c}:{s}" for c, s in (ROOT, PLAIN)),
-        "METASTORE_AUTH_ADMINS": "root",
+        "METASTORE_AUTH_ADMINS": f"root,ops@{OPS_TENANT}",
     }
     process = NodeProcess(root / "data", log_path=root / "node.log", env=env)
     with process:
@@ -235,6 +236,97 @@ async def test_a_deleted_principal_loses_its_tokens_and_a_new_one_of_its_name_ge
     )
     assert_status(await root.call("POST", principals(tenant), body), 201)  # same secret
     assert_error(await whoami(etl), 401, "NotAuthorizedException")  # another generation
+
+
+# --- who may change an admin ------------------------------------------------------------
+
+
+async def desk_clerk(api: Api, root: Caller, tenant: str) -> Caller:
+    """``desk@tenant``: every principal privilege of its tenant, and nothing else."""
+    secret = "desk-secret-1"
+    assert_status(
+        await root.call("POST", principals(tenant), {"name": "desk", "secret": secret}), 201
+    )
+    roles = f"/api/v1/tenants/{tenant}/principal-roles"
+    assert_status(await root.call("POST", roles, {"name": "helpdesk"}), 201)
+    for privilege in (
+        "PRINCIPAL_CREATE",
+        "PRINCIPAL_ROTATE_CREDENTIALS",
+        "PRINCIPAL_WRITE_PROPERTIES",
+        "PRINCIPAL_DROP",
+    ):
+        grant = {"privilege": privilege}
+        assert_status(await root.call("POST", f"{roles}/helpdesk/grants", grant), 201)
+    member = {"principal": "desk"}
+    assert_status(await root.call("POST", f"{roles}/helpdesk/principals", member), 201)
+    return await login(api, f"desk@{tenant}", secret)
+
+
+async def test_only_admins_rotate_disable_or_delete_admins(
+    api: Api, root: Caller, tenant: str
+) -> None:
+    """A rotate hands the caller the target's tokens: a holder of the principal
+    privileges may not become a tenant admin (by rotating one) nor lock the admins out,
+    while it still manages everyone else."""
+    desk = await desk_clerk(api, root, tenant)
+    boss = {"name": "boss", "secret": "boss-secret-1"}
+    assert_status(await root.call("POST", principals(tenant), boss), 201)
+    admins = f"/api/v1/tenants/{tenant}/principal-roles/tenant_admin/principals"
+    assert_status(await root.call("POST", admins, {"principal": "boss"}), 201)
+    for method, path, body in (
+        ("POST", "boss/rotate", {"secret": "taken-over-secret"}),
+        ("POST", "boss/rotate", None),
+        ("POST", "boss/disable", None),
+        ("DELETE", "boss", None),
+    ):
+        refused = await desk.call(method, f"{principals(tenant)}/{path}", body)
+        assert_error(refused, 403, "ForbiddenException")
+        assert "only tenant admins may" in refused.body["error"]["message"], refused.describe()
+    assert_status(await whoami(await login(api, f"boss@{tenant}", "boss-secret-1")))
+    # the clerk still does its job on everyone else, itself included
+    assert_status(await desk.call("POST", principals(tenant), {"name": "etl"}), 201)
+    assert_status(await desk.call("POST", f"{principals(tenant)}/etl/rotate"))
+    assert_status(await desk.call("POST", f"{principals(tenant)}/etl/disable"))
+    assert (await desk.call("DELETE", f"{principals(tenant)}/etl")).status == 204
+    # a tenant admin manages its fellow admins (and itself)
+    boss_caller = await login(api, f"boss@{tenant}", "boss-secret-1")
+    assert_status(await boss_caller.call("POST", f"{principals(tenant)}/boss/rotate"))
+
+
+async def test_only_service_admins_create_rotate_or_delete_service_admins(
+    api: Api, root: Caller
+) -> None:
+    """A service admin holds every tenant: no one else may create the principal an admin
+    id names (it would be one), nor rotate, disable or delete one, tenant admins
+    included."""
+    default_desk = await desk_clerk(api, root, "default")
+    for method, path in (("POST", "root/rotate"), ("POST", "root/disable"), ("DELETE", "root")):
+        refused = await default_desk.call(method, f"{principals('default')}/{path}")
+        assert_error(refused, 403, "ForbiddenException")
+        assert "only service admins may" in refused.body["error"]["message"], refused.describe()
+    assert_status(await root.call("POST", "/api/v1/tenants", {"name": OPS_TENANT}), 201)
+    desk = await desk_clerk(api, root, OPS_TENANT)
+    boss = {"name": "boss", "secret": "boss-secret-1"}
+    assert_status(await root.call("POST", principals(OPS_TENANT), boss), 201)
+    admins = f"/api/v1/tenants/{OPS_TENANT}/principal-roles/tenant_admin/principals"
+    assert_status(await root.call("POST", admins, {"principal": "boss"}), 201)
+    tenant_admin = await login(api, f"boss@{OPS_TENANT}", "boss-secret-1")
+    ops = {"name": "ops", "secret": "ops-secret-chosen"}
+    for caller in (desk, tenant_admin):
+        refused = await caller.call("POST", principals(OPS_TENANT), ops)
+        assert_error(refused, 403, "ForbiddenException")
+    assert_error(
+        await root.call("GET", f"{principals(OPS_TENANT)}/ops"), 404, "NoSuchPrincipalException"
+    )
+    assert_status(await root.call("POST", principals(OPS_TENANT), ops), 201)
+    ops_caller = await login(api, f"ops@{OPS_TENANT}", "ops-secret-chosen")
+    assert assert_status(await whoami(ops_caller))["service-admin"] is True
+    for caller in (desk, tenant_admin):
+        for method, path in (("POST", "ops/rotate"), ("POST", "ops/disable"), ("DELETE", "ops")):
+            refused = await caller.call(method, f"{principals(OPS_TENANT)}/{path}")
+            assert_error(refused, 403, "ForbiddenException")
+    assert_status(await whoami(ops_caller))  # its token still holds
+    assert_status(await ops_caller.call("POST", f"{principals(OPS_TENANT)}/ops/rotate"))
 
 
 # --- retries and bad input ---------------------------------------------------------------
