@@ -60,7 +60,7 @@ class Lake:
         self.location = self.table.metadata.location
         with self.table.io.new_input(self.table.metadata_location).open() as stream:
             self.metadata = json.loads(stream.read())
-        client.drop_table(("db", "orig"))  # its files stay: registers may reuse its location
+        client.drop_table(("db", "orig"))  # its files stay: its name may register them again
 
     def register(self, name: str, metadata_location: str) -> requests.Response:
         body = {"name": name, "metadata-location": metadata_location}
@@ -97,9 +97,9 @@ def test_a_local_file_past_the_bound_is_refused_and_within_it_registers(
 
     at = folder / "00011-at.metadata.json"
     at.write_bytes(padded(lake.metadata, LIMIT))
-    registered = lake.register("at", at.as_uri())
+    registered = lake.register("orig", at.as_uri())
     assert registered.status_code == 200, registered.text
-    assert set(lake.client.load_table(("db", "at")).properties["pad"]) == {"x"}
+    assert set(lake.client.load_table(("db", "orig")).properties["pad"]) == {"x"}
 
 
 def test_a_local_fifo_or_a_link_to_a_device_is_refused_without_waiting(node: NodeProcess) -> None:
@@ -129,7 +129,7 @@ def test_an_s3_object_past_the_bound_is_refused_by_its_size(
         s3.put_object(Bucket=bucket, Key=f"{prefix}/metadata/00009-{key}.metadata.json", Body=body)
     over = f"{lake.location}/metadata/00009-over.metadata.json"
     lake.assert_refused("over", over, f"is larger than {LIMIT:,} bytes ({SETTING})")
-    registered = lake.register("at", f"{lake.location}/metadata/00009-at.metadata.json")
+    registered = lake.register("orig", f"{lake.location}/metadata/00009-at.metadata.json")
     assert registered.status_code == 200, registered.text
 
 
