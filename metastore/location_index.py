@@ -75,11 +75,6 @@ class Records:
         value = self._index.get(dropped_key(holder).encode())
         return None if value is None else self._entity(value[1]).key
 
-    def yields(self, key: str, to: EntityKey) -> bool:
-        """Whether the holder of exactly ``key`` gives it up to a new table or view named
-        ``to``: only a dropped one of that very name does (``claim``)."""
-        return self.kept_name(key) == to
-
     def inside(self, location: Location) -> list[str]:
         """The held locations (their keys) equal to ``location`` or inside it."""
         held = [location.key] if self.holder(location.key) is not None else []
@@ -112,28 +107,37 @@ def claim(before: Entity | None, after: Entity | None, records: Records) -> Chan
     new = normalize(after.location, f"{after.kind.label} location")
     if new.key == _held(before):
         return None
-    clash = records.overlapping(new)
-    kept = records.kept_name(clash) if clash == new.key else None
-    if kept == after.key:
-        # a dropped table's very location yields to a live one of the same name, as a
-        # drop followed by a create or a register of the same metadata expects (its
-        # collection's purge keeps what a live location holds); the dropped one cannot
-        # be undropped while it is taken
-        clash = None
-    elif kept is not None:  # anyone else would get its files, and credentials for them
-        raise BadRequest(
-            f"{after.kind.label} location {new} is the location of the dropped "
-            f"{kept.kind.label} {kept.display()}, kept for undrop: only a "
-            f"{kept.kind.label} of that name may take it"
-        )
-    if clash is not None:
-        how = "is" if clash == new.key else "overlaps"
-        raise BadRequest(
-            f"{after.kind.label} location {new} {how} the location {clash} of another live "
-            "table or view: locations must be unique and not nested"
-        )
+    check_free(records, new, after.key)
     attributes = {HOLDER: str(after.entity_id), "kind": after.kind.label}
     return CreateEntity(record_key(new.key), attributes)
+
+
+def check_free(records: Records, new: Location, key: EntityKey) -> None:
+    """400 unless a table or view named ``key`` may hold ``new``: nothing holds it, nor
+    a location around it or inside it, except a dropped one of that very name holding
+    exactly ``new``. Such a one yields, as a drop followed by a create or a register of
+    the same metadata expects (its collection's purge keeps what a live location
+    holds), and cannot be undropped while it is taken. It yields to no other name:
+    whoever may create somewhere in the catalog would get its files, and credentials
+    vended for them."""
+    clash = records.overlapping(new)
+    if clash is None:
+        return
+    kept = records.kept_name(clash) if clash == new.key else None
+    if kept == key:
+        return
+    label = key.kind.label
+    if kept is not None:
+        raise BadRequest(
+            f"{label} location {new} is the location of the dropped {kept.kind.label} "
+            f"{kept.display()}, kept for undrop: only a {kept.kind.label} of that name may "
+            "take it"
+        )
+    how = "is" if clash == new.key else "overlaps"
+    raise BadRequest(
+        f"{label} location {new} {how} the location {clash} of another live table or view: "
+        "locations must be unique and not nested"
+    )
 
 
 def reclaim(entity: Entity, records: Records) -> Change | None:

@@ -72,7 +72,7 @@ def prepare_new_table(
     location = None
     if body.stage_create:
         call.metastore.get_entity(tenant, catalog, EntityKey.namespace_key(key.namespace))
-        tables.prepare_staged(tenant, catalog, metadata)
+        tables.prepare_staged(tenant, catalog, key, metadata)
     else:
         location = tables.warehouse.new_metadata_location(metadata, None)
     vended = vend(call, metadata.location, write) if write is not None else None

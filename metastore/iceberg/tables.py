@@ -67,7 +67,7 @@ from metastore.iceberg.table_paths import added_paths, check_paths, check_proper
 from metastore.iceberg.turns import Turns
 from metastore.iceberg.updates import ModelCache, ModelKey, apply_updates
 from metastore.keys import EntityKey, Kind
-from metastore.location_index import Records
+from metastore.location_index import Records, check_free
 from metastore.locations import normalize
 from metastore.memory_only import check as may_wait
 from metastore.model import Entity
@@ -278,7 +278,7 @@ class Tables:
         records = self.records(tenant, catalog)
         wanted = normalize(location)
         clash = records.overlapping(wanted)
-        if clash is None or (clash == wanted.key and records.yields(clash, key)):
+        if clash is None or (clash == wanted.key and records.kept_name(clash) == key):
             return location
         return f"{location}-{uuid.uuid4().hex}"
 
@@ -324,13 +324,16 @@ class Tables:
             metadata = metadata.model_copy(update={"schemas": [kept]})
         return metadata
 
-    def prepare_staged(self, tenant: str, catalog: str, metadata: TableMetadata) -> None:
-        """A staged create's folders (``Warehouse.prepare_folders``; blocking), unless
-        another table or view holds its location: the commit will refuse the table,
-        and nothing is made inside another one's location."""
+    def prepare_staged(
+        self, tenant: str, catalog: str, key: EntityKey, metadata: TableMetadata
+    ) -> None:
+        """A staged create's folders (``Warehouse.prepare_folders``; blocking); 400, as
+        its commit would answer, if another table or view holds its location or one
+        around or inside it: nothing is made inside another one's location, and no
+        credentials are vended for it (a staged create answers them before any commit)."""
         location = normalize(metadata.location, "table location")
-        if self.records(tenant, catalog).overlapping(location) is None:
-            self.warehouse.prepare_folders(tenant, catalog, metadata)
+        check_free(self.records(tenant, catalog), location, key)
+        self.warehouse.prepare_folders(tenant, catalog, metadata)
 
     def read_registered(
         self, tenant: str, catalog: str, metadata_location: object

@@ -176,6 +176,42 @@ def test_vended_credentials_reach_no_other_table(vending: Vending) -> None:
     assert vending.s3.keys_in(bucket, vending.key("theirs", "")) == theirs
 
 
+def test_a_staged_create_vends_nothing_for_a_location_another_table_holds(
+    vending: Vending,
+) -> None:
+    """A staged create answers its credentials before any commit: at a location that
+    another table holds, one around it or inside it, or that a dropped table of another
+    name keeps, it is the 400 its commit would be, and vends nothing."""
+    vending.call("root", "POST", f"/v1/{vending.catalog}/namespaces", json={"namespace": ["x"]})
+    dropped = vending.client(ROOT).create_table(("db", "gone"), SCHEMA)
+    dropped.append(rows([3]))
+    assert vending.call("root", "DELETE", vending.table_path("gone")).status_code == 204
+    root = f"s3://{vending.bucket}/{vending.catalog}"
+    schema = json.loads(SCHEMA.model_dump_json())
+    for location in (
+        f"{root}/db/theirs",
+        f"{root}/db",
+        f"{root}/db/theirs/data",
+        f"{root}/db/gone",
+    ):
+        body = {"name": "grab", "schema": schema, "stage-create": True, "location": location}
+        path = f"/v1/{vending.catalog}/namespaces/x/tables"
+        reply = vending.call("root", "POST", path, json=body, headers=DELEGATION)
+        assert_error(reply, 400, "BadRequestException")
+        assert "storage-credentials" not in reply.text, reply.text
+    # its own name stages at the kept location, as a drop and create again expects
+    body = {"name": "gone", "schema": schema, "stage-create": True, "location": f"{root}/db/gone"}
+    staged = vending.call(
+        "root",
+        "POST",
+        "/v1/" + vending.catalog + "/namespaces/db/tables",
+        json=body,
+        headers=DELEGATION,
+    )
+    assert staged.status_code == 200, staged.text
+    assert staged.json()["storage-credentials"][0]["prefix"] == f"{root}/db/gone"
+
+
 def test_a_reader_gets_credentials_that_only_read(vending: Vending) -> None:
     table = vending.client(READER).load_table(("db", "mine"))
     assert sorted(table.scan().to_arrow()["id"].to_pylist()) == [1, 2]
