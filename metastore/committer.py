@@ -306,6 +306,11 @@ class Committer:
             except MetastoreError as exc:
                 results.append(exc)
                 continue
+            except Exception as exc:  # a bug, or input no check foresaw: this request alone
+                # fails (nothing of it is staged); the batch's others still commit
+                log.exception("building commit %r failed", request.operation)
+                results.append(MetastoreError(f"the commit could not be built: {exc!r}"))
+                continue
             for stored, value in attempt.written:
                 staged.stage(stored, value)
             deletes.extend(deleted)

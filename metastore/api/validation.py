@@ -24,6 +24,7 @@ from referencing import Registry, Resource
 
 from metastore.api import body_coding
 from metastore.api.accept import Accept, compile_accept
+from metastore.api.json_values import check_values
 from metastore.errors import BadRequest, PayloadTooLarge, ValidationFailed
 from metastore.resources import schemas_dir
 
@@ -164,6 +165,7 @@ def parse_json(raw: bytes, schema: str) -> dict[str, Any]:
         raise BadRequest("malformed JSON body: nested too deeply") from None
     if not isinstance(body, dict):
         raise BadRequest("the JSON body must be an object")
+    check_values(raw, body, iceberg=schema.startswith("iceberg_"))
     accept = _accepts()[schema]
     if accept is not None and accept(body):
         return body

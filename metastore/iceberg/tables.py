@@ -101,6 +101,9 @@ def iceberg_errors() -> Iterator[None]:
         raise ValidationFailed(f"invalid table metadata: {_first_line(exc)}") from None
     except (ValueError, NotImplementedError, LookupError, TypeError, AttributeError) as exc:
         raise BadRequest(f"cannot apply update: {_first_line(exc)}") from None
+    except StopIteration:  # pyiceberg's lookups by id, on metadata lacking what they find;
+        # never let it out: raised into a worker thread's future, the request never ends
+        raise BadRequest("cannot apply update: the metadata lacks what it refers to") from None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 
 from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil, TableMetadataV3
@@ -55,6 +55,13 @@ def apply_updates(
         if new.last_updated_ms == start.last_updated_ms:
             now = datetime_to_millis(datetime.now().astimezone())
             new = new.model_copy(update={"last_updated_ms": now})
+    for what, wanted, have in (
+        ("schema", new.current_schema_id, [s.schema_id for s in new.schemas]),
+        ("partition spec", new.default_spec_id, [s.spec_id for s in new.partition_specs]),
+        ("sort order", new.default_sort_order_id, [o.order_id for o in new.sort_orders]),
+    ):
+        if wanted not in have:  # pyiceberg's lookups below would raise StopIteration
+            raise ValueError(f"the table has no {what} with id {wanted}: add one and set it")
     new.spec().check_compatible(new.schema())
     new.sort_order().check_compatible(new.schema())
     for update in updates:  # a type newer than the table's format version: 400
@@ -77,11 +84,41 @@ def _apply(
             base = _apply_table_update(to_v2, base, context)
         context.add_update(update)
         return lineage.upgraded_to_v3(base)
+    if isinstance(update, AddSchemaUpdate):
+        _check_new_schema(update, base)
     if isinstance(update, AddSnapshotUpdate) and isinstance(base, TableMetadataV3):
         assigned, next_row_id = lineage.assign_row_ids(update, base)
         new = _apply_table_update(assigned, base, context)
         return new.model_copy(update={"next_row_id": next_row_id})
     return _apply_table_update(update, base, context)
+
+
+def _check_new_schema(update: AddSchemaUpdate, base: TableMetadata) -> None:
+    """pyiceberg appends an added schema as it comes; its id must be new (the metadata's
+    schemas are found by id: a second schema 0 replaced the current one once the table
+    was read back) and so must each of its field ids."""
+    schema_id = update.schema_.schema_id
+    if any(schema.schema_id == schema_id for schema in base.schemas):
+        raise ValueError(f"schema id {schema_id} exists already: add a schema under a new id")
+    seen: set[int] = set()
+    for field_id in _field_ids(update.schema_.model_dump(by_alias=True)):
+        if field_id in seen:
+            raise ValueError(f"field id {field_id} appears twice in schema {schema_id}")
+        seen.add(field_id)
+
+
+def _field_ids(node: object) -> Iterator[int]:
+    """Every field id of a schema's JSON: fields', list elements', map keys' and values'."""
+    if isinstance(node, dict):
+        for key in ("id", "element-id", "key-id", "value-id"):
+            value = node.get(key)
+            if isinstance(value, int) and (key != "id" or "name" in node):
+                yield value
+        for key in ("fields", "type", "element", "key", "value"):
+            yield from _field_ids(node.get(key))
+    elif isinstance(node, (list, tuple)):
+        for item in node:
+            yield from _field_ids(item)
 
 
 class ModelCache:

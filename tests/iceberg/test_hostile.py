@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import requests
 from pyiceberg.catalog.rest import RestCatalog
 
 from .conftest import Server
@@ -18,6 +19,35 @@ SCHEMA_JSON = json.loads(SCHEMA.model_dump_json())
 
 def _commit(*updates: Any, requirements: Any = ()) -> dict[str, Any]:
     return {"requirements": list(requirements), "updates": list(updates)}
+
+
+def _field(field_id: int, name: str, type_: str = "long", **extra: Any) -> dict[str, Any]:
+    return {"id": field_id, "name": name, "type": type_, "required": False, **extra}
+
+
+_SCHEMA_1 = {"type": "struct", "schema-id": 1, "fields": [_field(1, "evil", "int")]}
+_TWICE = {**_SCHEMA_1, "fields": [_field(1, "id"), _field(3, "x"), _field(3, "y")]}
+_HUGE_DEFAULT = {
+    **_SCHEMA_1,
+    "fields": [
+        _field(1, "id"),
+        _field(3, "d", "decimal(38, 2)", **{"initial-default": "1e10000000"}),
+    ],
+}
+
+
+def _with_type(type_: str) -> dict[str, Any]:
+    return {**_SCHEMA_1, "fields": [_field(1, "id"), _field(3, "f", type_)]}
+
+
+def _snapshot(snapshot_id: int) -> dict[str, Any]:
+    return {
+        "snapshot-id": snapshot_id,
+        "timestamp-ms": 1,
+        "sequence-number": 1,
+        "manifest-list": "WAREHOUSE/db/t/metadata/snap.avro",
+        "summary": {"operation": "append"},
+    }
 
 
 CASES: list[tuple[str, str, str, dict[str, Any], int]] = [
@@ -158,6 +188,126 @@ CASES: list[tuple[str, str, str, dict[str, Any], int]] = [
         400,
     ),
     (
+        "create without a partition spec",  # pyiceberg's lookup raised StopIteration: a hang
+        "POST",
+        "/namespaces/db/tables/new",
+        {"json": _commit(requirements=[{"type": "assert-create"}])},
+        400,
+    ),
+    (
+        "transaction creating with only a schema",
+        "POST",
+        "/transactions/commit",
+        {
+            "json": {
+                "table-changes": [
+                    {
+                        "identifier": {"namespace": ["db"], "name": "u"},
+                        **_commit(
+                            {"action": "add-schema", "schema": SCHEMA_JSON},
+                            requirements=[{"type": "assert-create"}],
+                        ),
+                    }
+                ]
+            }
+        },
+        400,
+    ),
+    (
+        "schema id taken",  # it replaced the current schema once the table was read back
+        "POST",
+        T,
+        {"json": _commit({"action": "add-schema", "schema": {**_SCHEMA_1, "schema-id": 0}})},
+        400,
+    ),
+    (
+        "field id twice",
+        "POST",
+        T,
+        {"json": _commit({"action": "add-schema", "schema": _TWICE})},
+        400,
+    ),
+    (
+        "decimal default past any precision",  # seconds to hours of CPU to make exact
+        "POST",
+        T,
+        {"json": _commit({"action": "add-schema", "schema": _HUGE_DEFAULT})},
+        400,
+    ),
+    (
+        "lone surrogate in a property",  # no UTF-8 writer takes it: a 500 and its batch's
+        "POST",
+        "/namespaces",
+        {"json": {"namespace": ["s"], "properties": {"k": "\ud800"}}},
+        400,
+    ),
+    (
+        "lone surrogate in a property key",
+        "POST",
+        T,
+        {"json": _commit({"action": "set-properties", "updates": {"\udfff": "v"}})},
+        400,
+    ),
+    (
+        "lone surrogate in a field name",
+        "POST",
+        "/namespaces/db/tables",
+        {"json": {"name": "x", "schema": {**_SCHEMA_1, "fields": [_field(1, "\ud800")]}}},
+        400,
+    ),
+    (
+        "snapshot id past 64 bits",
+        "POST",
+        T,
+        {"json": _commit({"action": "add-snapshot", "snapshot": _snapshot(2**63)})},
+        400,
+    ),
+    (
+        "schema id past 32 bits",
+        "POST",
+        T,
+        {"json": _commit({"action": "add-schema", "schema": {**_SCHEMA_1, "schema-id": 2**40}})},
+        400,
+    ),
+    (
+        "fixed of no bytes",
+        "POST",
+        T,
+        {"json": _commit({"action": "add-schema", "schema": _with_type("fixed[0]")})},
+        400,
+    ),
+    (
+        "fixed of a terabyte",
+        "POST",
+        T,
+        {"json": _commit({"action": "add-schema", "schema": _with_type(f"fixed[{2**40}]")})},
+        400,
+    ),
+    (
+        "bucket of zero",
+        "POST",
+        T,
+        {
+            "json": _commit(
+                {
+                    "action": "add-spec",
+                    "spec": {
+                        "spec-id": 1,
+                        "fields": [
+                            {
+                                "source-id": 1,
+                                "field-id": 1000,
+                                "name": "b",
+                                "transform": "bucket[0]",
+                            }
+                        ],
+                    },
+                }
+            )
+        },
+        400,
+    ),
+    (
         "bad idempotency key",
         "POST",
         "/namespaces",
@@ -207,3 +357,65 @@ def test_purge_flag_accepts_pyiceberg_spelling(target: tuple[Http, str]) -> None
     http, _ = target
     assert http.call("DELETE", T, params={"purgeRequested": "False"}).status_code == 204
     assert_error(http.call("GET", T), 404, "NoSuchTableException")
+
+
+def test_a_refused_create_leaves_its_name_free_to_create_and_commit(
+    target: tuple[Http, str], catalog: RestCatalog
+) -> None:
+    """A create that brought no partition spec once never answered, and held the name's
+    commit turn: every later commit to it waited forever, until a restart."""
+    http, _ = target
+    refused = http.call(
+        "POST",
+        "/namespaces/db/tables/new",
+        json=_commit(requirements=[{"type": "assert-create"}]),
+        timeout=30,
+    )
+    assert_error(refused, 400, "BadRequestException")
+    table = catalog.create_table(("db", "new"), SCHEMA)
+    table.transaction().set_properties(k="v").commit_transaction()
+    assert catalog.load_table(("db", "new")).properties["k"] == "v"
+
+
+def test_a_v3_column_default_out_of_any_range_is_refused_at_once(
+    target: tuple[Http, str], catalog: RestCatalog
+) -> None:
+    http, _ = target
+    catalog.create_table(("db", "v3"), SCHEMA, properties={"format-version": "3"})
+    for value in ("1e10000000", "1E-999", "12e+100"):
+        schema = {
+            **_HUGE_DEFAULT,
+            "fields": [
+                _field(1, "id"),
+                _field(3, "d", "decimal(38, 2)", **{"initial-default": value}),
+            ],
+        }
+        body = _commit({"action": "add-schema", "schema": schema})
+        refused = http.call("POST", "/namespaces/db/tables/v3", json=body, timeout=30)
+        assert_error(refused, 400, "BadRequestException")
+        assert "exponent past 99" in refused.json()["error"]["message"], refused.text
+    fine = {
+        **_HUGE_DEFAULT,
+        "fields": [
+            _field(1, "id"),
+            _field(3, "d", "decimal(38, 2)", **{"initial-default": "1.5e2"}),
+        ],
+    }
+    assert (
+        http.call(
+            "POST",
+            "/namespaces/db/tables/v3",
+            json=_commit({"action": "add-schema", "schema": fine}),
+        ).status_code
+        == 200
+    )
+
+
+def test_native_bodies_refuse_lone_surrogates(iceberg_server: Server) -> None:
+    url = f"{iceberg_server.url}/api/v1/tenants/default/catalogs"
+    for body in (
+        {"name": "sur", "properties": {"k": "\ud800"}},
+        {"name": "sur", "properties": {"\udfff": "v"}},
+    ):
+        assert_error(requests.post(url, json=body, timeout=30), 400, "BadRequestException")
+    assert requests.get(f"{url}/sur", timeout=30).status_code == 404

@@ -252,6 +252,24 @@ def any_node(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Node]:
     backend.close()
 
 
+def test_a_request_that_cannot_be_built_fails_alone_in_its_batch(any_node: Node) -> None:
+    """A failure no check foresaw (here a property no UTF-8 encoder writes, which the API
+    refuses before it reaches the engine) is that request's outcome only: it failed every
+    request batched with it, which were answered "commit state unknown"."""
+    node = any_node
+    requests = [
+        create_request(table_key(DB, "before")),
+        CommitRequest(changes=(CreateEntity(table_key(DB, "bad"), {"k": "\ud800"}),)),
+        create_request(table_key(DB, "after")),
+    ]
+    before, bad, after = node.committer.commit_batch(MAIN, requests)
+    assert isinstance(before, CommitOutcome) and isinstance(after, CommitOutcome)
+    assert type(bad) is MetastoreError and "could not be built" in bad.message
+    assert lookup(node, table_key(DB, "before")) is not None
+    assert lookup(node, table_key(DB, "after")) is not None
+    assert lookup(node, table_key(DB, "bad")) is None
+
+
 def test_group_batch_gives_each_request_its_own_outcome(any_node: Node) -> None:
     node = any_node
     node.committer.commit(MAIN, create_request(table_key(DB, "existing")))

@@ -152,7 +152,9 @@ async def _create_table(stack: Stack) -> str:
 
 
 def _table_change(uuid: str) -> TableChange:
-    wider = Schema(*SCHEMA.fields, NestedField(2, "name", StringType(), required=False))
+    wider = Schema(
+        *SCHEMA.fields, NestedField(2, "name", StringType(), required=False), schema_id=1
+    )
     return TableChange(
         TABLE,
         (AssertTableUUID(uuid=uuid),),
