@@ -23,7 +23,9 @@ server reads, writes or deletes for it pass through here, on both APIs, so that
 - **Symlinks** (``file://`` only, with ``resolve=True``): the real path of what the
   operating system would touch (the literal path, through ``real_path``) must also
   stay inside the real path of the root. Only paths the server acts on need this;
-  it touches the filesystem, so callers run it off the event loop.
+  it touches the filesystem, so callers run it off the event loop. A root (a table's
+  location) must itself be where its name says, with no link below its catalog's
+  storage root (``linked_below``), or containment in it means nothing.
 
 The allowed roots are always passed in (a catalog's list), never read from the
 node's configuration here: where a catalog may keep files is the caller's policy.
@@ -196,6 +198,39 @@ def is_inside(
             return allow_equal
         return real.startswith(real_root.rstrip("/") + "/")
     return True
+
+
+def linked_below(value: str | Location, roots: Sequence[str]) -> bool:
+    """Whether a ``file://`` location is reached through a symbolic link below the root
+    of ``roots`` that holds it (by name): its real path is not that root's real path
+    followed by its own segments. Without such a root, any link on its path counts.
+
+    ``is_inside(resolve=True)`` compares a file's real path with its root's real path,
+    so it holds only while the root (a table's location) is itself where its name says.
+    A client that may write in its own table's folder may also put a link there, and a
+    table created through it (or a folder swapped for one) has, by its real path,
+    another table's (another tenant's) folder as its own: every containment check
+    passed, and a purge or a maintenance run deleted that table's files. A catalog's
+    storage root is the operator's: links at it or above it (a mounted volume) are
+    trusted. Touches the filesystem: call it off the event loop.
+    """
+    try:
+        location = value if isinstance(value, Location) else normalize(value)
+    except BadRequest:
+        return True
+    if location.scheme != "file":
+        return False
+    real = real_path(location.local_path()).rstrip("/")
+    for root in roots:
+        try:
+            base = normalize(root, "root")
+        except BadRequest:
+            continue
+        if location.within(base, allow_equal=True):
+            rest = location.segments[len(base.segments) :]
+            expected = "/".join((real_path(base.local_path()).rstrip("/"), *rest))
+            return real != expected
+    return real != "/" + "/".join(location.segments)
 
 
 def _below(segments: tuple[str, ...], root: tuple[str, ...], allow_equal: bool) -> bool:

@@ -28,9 +28,8 @@ from metastore.commits import CommitOutcome
 from metastore.errors import Forbidden, MetastoreError
 from metastore.keys import SYSTEM_CATALOG
 from metastore.model import Entity
-from metastore.security.authenticator import ADMIN_KINDS
 from metastore.security.grants import TENANT_ADMIN
-from metastore.security.principal import Principal
+from metastore.security.principal import Principal, PrincipalKind
 from metastore.security.principals import check_principal_name, record_of
 from metastore.security.records import principal_key
 from metastore.security.signing import TOKEN_KEYS as TOKEN_KEYS_RECORD
@@ -108,7 +107,8 @@ async def _may_change(request: web.Request, tenant: str, name: str, what: str) -
     if found is None or found.service_admin:  # auth off, or the operator's own
         return
     authorizer = request.app[AUTHORIZER]
-    if any(authorizer.is_service_admin(Principal(tenant, name, kind)) for kind in ADMIN_KINDS):
+    kinds: tuple[PrincipalKind, ...] = ("service", "user")  # those an admin id may name
+    if any(authorizer.is_service_admin(Principal(tenant, name, kind)) for kind in kinds):
         shown = Principal(tenant, name, "service").id
         raise Forbidden(f"only service admins may {what} the service admin {shown}")
     if found.access.admin:

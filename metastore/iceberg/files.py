@@ -23,7 +23,7 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
 from urllib.parse import quote
@@ -45,7 +45,7 @@ from metastore.durable_writes import (
 from metastore.errors import BadRequest, NotFound, StorageUnavailable
 from metastore.iceberg.bounded_input import DEFAULT_READ_LIMIT, read_bounded
 from metastore.iceberg.file_ios import FileIOs
-from metastore.locations import check_inside, is_inside, local_file_path, normalize
+from metastore.locations import check_inside, is_inside, linked_below, local_file_path, normalize
 from metastore.memory_only import check as may_wait
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,21 @@ class Warehouse:
         Touches the filesystem for ``file://`` (symlinks): call it off the event loop.
         """
         roots = self.catalog_roots(tenant, catalog)
-        return check_inside(location, roots, what, file=file, resolve=True)
+        checked = check_inside(location, roots, what, file=file, resolve=True)
+        if not file:
+            self.check_unlinked(checked, roots, what)
+        return checked
+
+    @staticmethod
+    def check_unlinked(location: str, roots: Sequence[str], what: str) -> None:
+        """400 if the ``file://`` location is reached through a symbolic link below the
+        catalog's storage root (``locations.linked_below``): a table there would have
+        another folder, perhaps another table's, as its own. Blocking."""
+        if linked_below(location, roots):
+            raise BadRequest(
+                f"{what} {location!r} is reached through a symbolic link below the "
+                "catalog's storage root; a table's or view's location may not be"
+            )
 
     def check_kept_location(self, location: str, tenant: str, catalog: str, what: str) -> str:
         """A table's or view's location that a commit leaves as it was: checked like a new
@@ -102,7 +116,9 @@ class Warehouse:
         their locations). Blocking, like ``check_location``."""
         roots = self.catalog_roots(tenant, catalog)
         if any(is_inside(location, root) for root in roots):
-            return check_inside(location, roots, what, resolve=True)
+            checked = check_inside(location, roots, what, resolve=True)
+            self.check_unlinked(checked, roots, what)
+            return checked
         return location
 
     def prepare_folders(self, tenant: str, catalog: str, metadata: TableMetadata) -> None:

@@ -68,7 +68,7 @@ from metastore.iceberg.turns import Turns
 from metastore.iceberg.updates import ModelCache, ModelKey, apply_updates
 from metastore.keys import EntityKey, Kind
 from metastore.location_index import Records, check_free
-from metastore.locations import normalize
+from metastore.locations import linked_below, normalize
 from metastore.memory_only import check as may_wait
 from metastore.model import Entity
 from metastore.objtypes import METADATA_PIECE
@@ -709,6 +709,17 @@ class Tables:
         try:
             metadata = state.model()
             location = normalize(metadata.location, "table location", file=True)
+            if linked_below(location, self.warehouse.catalog_roots(tenant, catalog)):
+                # its folder is (now) a link: containment in it would mean another one's
+                log.warning(
+                    "purge of %s refused: its location %s is reached through a symbolic "
+                    "link below the catalog's storage root; nothing deleted",
+                    state.key.display(),
+                    location,
+                )
+                report.failed += 1
+                self.purges.add(report)
+                return
             held = self.records(tenant, catalog).inside(location)  # taken since the drop
             io = self.warehouse.files(tenant, catalog).io
             purge = Purge(metadata, state.metadata_location, held, io, self.warehouse.read_limit)

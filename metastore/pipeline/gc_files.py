@@ -17,12 +17,15 @@ PyIceberg's FileIO); their tables are counted as unlisted.
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from metastore.errors import MetastoreError
-from metastore.locations import is_inside, normalize
+from metastore.locations import is_inside, linked_below, normalize
+
+log = logging.getLogger(__name__)
 
 METADATA_DIR = "metadata"
 METADATA_SUFFIX = ".metadata.json"
@@ -50,9 +53,15 @@ def _normalized(path: str) -> str | None:
 
 
 def orphan_metadata_files(
-    table_locations: Iterable[str], referenced: Iterable[str], older_than_us: int
+    table_locations: Iterable[str],
+    referenced: Iterable[str],
+    older_than_us: int,
+    storage_roots: Sequence[str] = (),
 ) -> Listing:
-    """The unreferenced metadata files older than ``older_than_us`` under the tables."""
+    """The unreferenced metadata files older than ``older_than_us`` under the tables. A
+    location reached through a symbolic link below its catalog's ``storage_roots`` is
+    not listed (``locations.linked_below``: its folder is another one's) but counted
+    as unlisted."""
     named = {n for n in (_normalized(p) for p in referenced) if n is not None}
     listing = Listing([])
     seen: set[str] = set()
@@ -62,6 +71,10 @@ def orphan_metadata_files(
         except MetastoreError:
             continue
         if location.scheme != "file":
+            listing.unlisted += 1
+            continue
+        if linked_below(location, storage_roots):
+            log.warning("gc: not listing %s: reached through a symbolic link", location)
             listing.unlisted += 1
             continue
         directory = os.path.join(location.local_path(), METADATA_DIR)

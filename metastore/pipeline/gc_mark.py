@@ -65,6 +65,7 @@ class CatalogMark:
     candidate_bytes: int = 0
     table_locations: set[str] = field(default_factory=set)
     metadata_files: set[str] = field(default_factory=set)  # referenced by a reachable entity
+    storage_roots: tuple[str, ...] = ()  # its storage's allowed locations, at main's HEAD
 
 
 def mark_catalog(rows: CatalogRows, times: MarkTimes) -> CatalogMark:
@@ -72,6 +73,9 @@ def mark_catalog(rows: CatalogRows, times: MarkTimes) -> CatalogMark:
     refs = rows.refs()
     main = next((r for r in refs if r.key.name == MAIN_REF), None)
     mark = CatalogMark(rows.tenant, rows.catalog, main.head if main is not None else 0)
+    main_head = rows.commit(main.head) if main is not None else None
+    storage = rows.storage(main_head) if main_head is not None else None
+    mark.storage_roots = storage.allowed if storage is not None else ()
     walker = _Reach(rows, mark)
     for ref in refs:
         mark.heads[ref.key.name] = [ref.head, *ref.recent]

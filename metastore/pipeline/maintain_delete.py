@@ -41,7 +41,16 @@ class Outcome:
         }
 
 
-def delete_one(path: str, kind: str, table_location: str, io: Any, dry_run: bool) -> Outcome:
+LINKED = "its table's location is reached through a symbolic link"
+
+
+def delete_one(
+    path: str, kind: str, table_location: str, io: Any, dry_run: bool, linked: bool = False
+) -> Outcome:
+    """``linked``: the table's location is (now) a link's (``locations.linked_below``),
+    so containment in it says nothing and nothing of it is deleted."""
+    if linked:
+        return Outcome(path, kind, table_location, "outside", LINKED)
     if not is_inside(path, table_location, resolve=True):
         return Outcome(path, kind, table_location, "outside", "not below the table's location")
     if dry_run:
@@ -56,7 +65,10 @@ def delete_one(path: str, kind: str, table_location: str, io: Any, dry_run: bool
 
 
 def delete_partition(
-    io_properties: Mapping[str, str], dry_run: bool, rows: Iterable[Any]
+    io_properties: Mapping[str, str],
+    dry_run: bool,
+    rows: Iterable[Any],
+    linked: frozenset[str] = frozenset(),
 ) -> Iterator[Outcome]:
     from pyiceberg.io import load_file_io
 
@@ -65,16 +77,23 @@ def delete_partition(
         location = row["table_location"]
         if location not in ios:
             ios[location] = load_file_io(json.loads(io_properties.get(location, "{}")), location)
-        yield delete_one(row["path"], row["kind"], location, ios[location], dry_run)
+        refused = location in linked
+        yield delete_one(row["path"], row["kind"], location, ios[location], dry_run, refused)
 
 
-def delete(frame: DataFrame, io_properties: Mapping[str, str], dry_run: bool) -> list[Outcome]:
+def delete(
+    frame: DataFrame,
+    io_properties: Mapping[str, str],
+    dry_run: bool,
+    linked: frozenset[str] = frozenset(),
+) -> list[Outcome]:
     """Delete the files of ``frame`` (``path``, ``kind``, ``table_location``) in Spark
-    tasks; ``io_properties``: a table location's FileIO properties as JSON."""
+    tasks; ``io_properties``: a table location's FileIO properties as JSON; ``linked``:
+    table locations reached through a symbolic link, whose files are all refused."""
     properties = dict(io_properties)
     outcomes: list[Outcome] = (
         frame.select("path", "kind", "table_location")
-        .rdd.mapPartitions(lambda rows: delete_partition(properties, dry_run, rows))
+        .rdd.mapPartitions(lambda rows: delete_partition(properties, dry_run, rows, linked))
         .collect()
     )
     return outcomes

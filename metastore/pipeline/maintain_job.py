@@ -34,9 +34,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from metastore.iceberg.bounded_input import DEFAULT_READ_LIMIT
+from metastore.locations import linked_below
 from metastore.pipeline.exits import JobError
 from metastore.pipeline.maintain_commit import Expired, IcebergClient, Loaded, expire
-from metastore.pipeline.maintain_delete import Outcome, delete
+from metastore.pipeline.maintain_delete import LINKED, Outcome, delete
 from metastore.pipeline.maintain_files import UNREADABLE, SnapshotFiles, references, unneeded
 from metastore.pipeline.maintain_lease import Lease
 from metastore.pipeline.maintain_tables import TableState, tables_partition
@@ -163,12 +164,21 @@ def run(
         .collect()
     ]
     blocked = any(u.live for u in unreadable)
+    # a location that is (now) a link's is another folder: nothing below it is deleted
+    roots_of = {t.location: t.storage_roots for t in tables}
+    for table in mine:
+        loaded = fresh.get(table.name.display())
+        if loaded is not None:  # as the node answers it now
+            roots_of[loaded.metadata["location"]] = table.storage_roots
+    linked = frozenset(loc for loc, roots in roots_of.items() if linked_below(loc, roots))
+    for location in sorted(linked):
+        print(f"maintain: not deleting below {location}: {LINKED}", file=err)
     check_lease(lease)
-    outcomes = [] if blocked else delete(unneeded(refs), io_by_location, settings.dry_run)
+    outcomes = [] if blocked else delete(unneeded(refs), io_by_location, settings.dry_run, linked)
     lease.record(phase="files", files=len(outcomes))
 
     # 3. orphans below the tables' locations
-    roots = sorted({loaded.metadata["location"] for loaded in fresh.values()})
+    roots = sorted({loaded.metadata["location"] for loaded in fresh.values()} - linked)
     cutoff_ms = int((time.time() - settings.older_than_s) * 1000)
     listed = listing(
         spark, [Root(r, json.loads(io_by_location.get(r, "{}"))) for r in roots], cutoff_ms

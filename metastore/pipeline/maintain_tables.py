@@ -42,6 +42,7 @@ class TableState:
     # dropped and kept for the catalog's retention (``metastore.dropped``): its files are
     # live (nothing it references is deleted), but it is neither expired nor scanned
     dropped: bool = False
+    storage_roots: tuple[str, ...] = ()  # its catalog's allowed locations (trusted links)
 
     @property
     def location(self) -> str:
@@ -90,7 +91,10 @@ def catalog_tables(rows: CatalogRows) -> Iterator[TableState]:
         chain = [table.namespace[:n] for n in range(len(table.namespace), 0, -1)]
         defaults = (*(namespaces.get(levels, {}) for levels in chain), catalog)
         name = TableName(rows.tenant, rows.catalog, table.namespace, table.name)
-        yield TableState(name, assembled[0], assembled[1], io, defaults, dropped=kept)
+        roots = storage.allowed if storage is not None else ()
+        yield TableState(
+            name, assembled[0], assembled[1], io, defaults, dropped=kept, storage_roots=roots
+        )
 
 
 def stored_metadata_files(rows: CatalogRows) -> Iterator[str]:

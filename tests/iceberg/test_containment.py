@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -138,6 +139,60 @@ def test_purge_keeps_data_files_that_climb_or_link_out_of_the_table(
     assert _metric(iceberg_server, "metastore_purge_kept_total") >= kept + 2
     assert not own.exists()
     assert not any(p.is_file() for p in table_dir.rglob("*")), "own files are deleted"
+
+
+def test_a_location_through_a_symlink_is_refused_and_a_swapped_one_purges_nothing(
+    iceberg_server: Server, catalog_name: str, catalog: RestCatalog, victim: Table
+) -> None:
+    """A client that writes in its own table's folder can put a link there. A table
+    created through it had, by its real path, another catalog's table folder as its
+    own: its metadata files were written there and its purge deleted that table's
+    files. Now such a location is a 400; one swapped for a link after its create is
+    refused at its next commit, and its purge deletes nothing."""
+    catalog.create_namespace(("db",))
+    sibling = catalog.create_table(("db", "sibling"), SCHEMA)
+    sibling.append(rows([4, 5]))
+    sibling_files = _files(sibling.location())
+    victim_dir = _path(victim.location())
+    before = _files(victim.location())
+    holder = catalog.create_table(("db", "a"), SCHEMA)
+    a_dir = _path(holder.location())
+    a_dir.mkdir(parents=True, exist_ok=True)
+    os.symlink(_path(sibling.location()), a_dir / "lnk")  # inside the catalog, by its real path
+    (a_dir / "own").mkdir()
+    catalog.purge_table(("db", "a"))  # frees its location; its folder and the link stay
+    http = Http(iceberg_server.url, catalog_name)
+    for location in (f"{holder.location()}/lnk", f"{holder.location()}/lnk/sub"):
+        body = {"name": "e1", "schema": SCHEMA_JSON, "location": location}
+        reply = http.call("POST", "/namespaces/db/tables", json=body)
+        assert_error(reply, 400, "BadRequestException")
+        assert "symbolic link" in reply.json()["error"]["message"], reply.text
+    assert _files(sibling.location()) == sibling_files  # no metadata file landed there
+
+    swapped = catalog.create_table(("db", "e2"), SCHEMA, location=f"{holder.location()}/own")
+    victim_file = next(victim_dir.rglob("*.parquet"))
+    statistics = {
+        "snapshot-id": 1,
+        "statistics-path": f"{swapped.location()}/data/{victim_file.name}",
+        "file-size-in-bytes": 1,
+        "file-footer-size-in-bytes": 1,
+        "blob-metadata": [],
+    }
+    path = "/namespaces/db/tables/e2"
+    reply = http.call(
+        "POST", path, json={"updates": [{"action": "set-statistics", "statistics": statistics}]}
+    )
+    assert reply.status_code == 200, reply.text
+    shutil.rmtree(a_dir / "own")  # the client swaps its folder for a link
+    os.symlink(victim_dir, a_dir / "own")
+    reply = http.call(
+        "POST", path, json={"updates": [{"action": "set-properties", "updates": {"k": "v"}}]}
+    )
+    assert_error(reply, 400, "BadRequestException")
+    reply = http.call("DELETE", path, params={"purgeRequested": "true"})
+    assert reply.status_code == 204, reply.text
+    assert _files(victim.location()) == before
+    assert victim.refresh().scan().to_arrow()["id"].to_pylist() == [1, 2, 3]
 
 
 def test_register_refuses_metadata_whose_paths_leave_the_table(

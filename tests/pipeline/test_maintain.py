@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -358,6 +359,36 @@ def test_a_file_outside_the_table_location_is_never_touched(
     assert foreign.exists()
     assert ids(client.load_table("ns.b")) == [8]
     assert ids(client.load_table("ns.a")) == [0]
+
+
+def test_a_table_folder_swapped_for_a_link_has_nothing_deleted_below_it(
+    lake: Lake, spark: SparkSession, tmp_path: Path
+) -> None:
+    """A client that writes in its table's folder can swap it for a link to another
+    catalog's table (its metadata copied there, so the table still reads). By real
+    paths, everything of the other table was inside this one's location and named by
+    none of its snapshots: the orphan sweep deleted all of it."""
+    other = lake.catalog("linked-victim")
+    other.create_namespace("ns")
+    victim = appended(other, "ns.v", 2)
+    victim_dir = local(victim.metadata.location)
+    pending = victim_dir / "data" / "pending.parquet"  # a writer's file, not committed yet
+    pq.write_table(rows(5), pending)
+    client = lake.catalog("linked")
+    client.create_namespace("ns")
+    mine = client.create_table("ns.mine", SCHEMA)
+    mine_dir = local(mine.metadata.location)
+    for path in (mine_dir / "metadata").iterdir():
+        shutil.copy(path, victim_dir / "metadata" / path.name)
+    shutil.rmtree(mine_dir)
+    os.symlink(victim_dir, mine_dir)
+    for path in all_files(victim):
+        make_old(path)
+    before = all_files(victim)
+    ran = lake.maintain(spark, tmp_path, "--catalog", "linked")
+    assert ran.summary["orphans_deleted"] == 0, ran.stdout
+    assert all_files(victim) == before and pending.exists()
+    assert ids(other.load_table("ns.v")) == [0, 1]
 
 
 # --- the task lease -----------------------------------------------------------------

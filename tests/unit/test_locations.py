@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from metastore.errors import BadRequest
-from metastore.locations import catalog_root, check_inside, is_inside, normalize
+from metastore.locations import catalog_root, check_inside, is_inside, linked_below, normalize
+from metastore.pipeline.gc_files import orphan_metadata_files
 
 ROOT = "file:///wh/default/c"
 
@@ -158,3 +159,38 @@ def test_kept_readings_are_the_same_and_refusals_name_what_each_caller_checks() 
             normalize("s3://b/k?x", what)
     long = "s3://bucket/" + "k" * 2000
     assert str(normalize(long)) == long and normalize(long) is not normalize(long)
+
+
+def test_a_location_reached_through_a_link_below_its_root_is_linked(tmp_path: Path) -> None:
+    """Links at or above the catalog's storage root are the operator's (a mounted
+    volume); one below it, in a folder clients write in, makes a table's location
+    another folder."""
+    real_root = tmp_path / "volume" / "cat"
+    (real_root / "ns" / "own").mkdir(parents=True)
+    (real_root / "ns" / "victim").mkdir()
+    mounted = tmp_path / "mounted"
+    mounted.symlink_to(tmp_path / "volume")  # above the root: trusted
+    root = f"file://{mounted}/cat"
+    assert not linked_below(f"{root}/ns/own", [root])
+    assert not linked_below(f"{root}/ns/new/not-made-yet", [root])
+    (real_root / "ns" / "own" / "lnk").symlink_to(real_root / "ns" / "victim")
+    assert linked_below(f"{root}/ns/own/lnk", [root])
+    assert linked_below(f"{root}/ns/own/lnk/below", [root])
+    assert linked_below(f"{root}/ns/own/../own/lnk", [root])
+    assert not linked_below("s3://bucket/cat/ns/x", ["s3://bucket/cat"])  # object stores
+    # outside every root: any link on the path counts
+    assert linked_below(f"file://{mounted}/cat/ns/own", [])
+    assert not linked_below(f"file://{real_root}/ns/own", [])
+
+
+def test_the_gc_listing_skips_a_table_folder_that_is_a_link(tmp_path: Path) -> None:
+    root = tmp_path / "cat"
+    victim = root / "ns" / "victim" / "metadata"
+    victim.mkdir(parents=True)
+    (victim / "00001-x.metadata.json").write_text("{}")
+    os.utime(victim / "00001-x.metadata.json", (1, 1))
+    (root / "ns" / "mine").symlink_to(root / "ns" / "victim")
+    listing = orphan_metadata_files([f"file://{root}/ns/mine"], [], 10**18, [f"file://{root}"])
+    assert listing.orphans == [] and listing.unlisted == 1
+    listing = orphan_metadata_files([f"file://{root}/ns/victim"], [], 10**18, [f"file://{root}"])
+    assert [o.path.rsplit("/", 1)[1] for o in listing.orphans] == ["00001-x.metadata.json"]
