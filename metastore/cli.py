@@ -18,7 +18,7 @@ from pathlib import Path
 
 from metastore import __version__, logs
 from metastore.config import ServerConfig, env_flag
-from metastore.config_rules import check_range
+from metastore.config_rules import check_range, decimal, integer
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run a metastore node (embedded: RocksDB, no broker)")
     serve.add_argument("--host", help="bind address (default 127.0.0.1; env METASTORE_HOST)")
-    serve.add_argument("--port", type=int, help="HTTP port (default 8181; env METASTORE_PORT)")
+    serve.add_argument("--port", type=integer, help="HTTP port (default 8181; env METASTORE_PORT)")
     serve.add_argument("--data-dir", help="RocksDB data directory (default ./data)")
     serve.add_argument(
         "--fsync",
@@ -52,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
         "--cluster-id", help="names the transactional ids and groups (default metastore)"
     )
     cluster.add_argument(
-        "--partitions", type=int, help="partitions of the topics (default 12; checked)"
+        "--partitions", type=integer, help="partitions of the topics (default 12; checked)"
     )
     cluster.add_argument(
         "--restore-from",
@@ -91,15 +91,15 @@ def _add_topics(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
             help="topics are <prefix>.refs and <prefix>.objects "
             "(default metastore; env METASTORE_TOPIC_PREFIX)",
         )
-        sub.add_argument("--partitions", type=int, default=12, help="default 12")
-        sub.add_argument("--replication-factor", type=int, default=1, help="default 1")
+        sub.add_argument("--partitions", type=integer, default=12, help="default 12")
+        sub.add_argument("--replication-factor", type=integer, default=1, help="default 1")
         sub.add_argument(
             "--events",
             action="store_true",
             default=None,  # then METASTORE_PUBLISH_EVENTS, read when the command runs
             help="also the change events topic <prefix>.events (env METASTORE_PUBLISH_EVENTS)",
         )
-        sub.add_argument("--timeout", type=float, default=10.0, help="seconds per broker call")
+        sub.add_argument("--timeout", type=decimal, default=10.0, help="seconds per broker call")
 
 
 def _add_replay(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -44,7 +44,9 @@ from metastore.config_rules import (
     check_type,
     check_uri,
     check_url,
+    integer,
     is_loopback,
+    number,
     parse_clients,
     parse_namespace_separator,
     parse_principal_ids,
@@ -571,13 +573,9 @@ def _parse(name: str, variable: str, type_name: str, raw: str) -> object:
         if type_name == "bool":
             value = _BOOLS[raw.lower()]
         elif type_name == "int":
-            if raw != raw.strip() or "_" in raw:
-                raise ValueError(raw)
-            value = int(raw)
+            value = integer(raw)
         elif type_name == "float":
-            if raw != raw.strip() or "_" in raw:
-                raise ValueError(raw)
-            value = float(raw)
+            value = number(raw)
     except (KeyError, ValueError):
         shown = "(secret)" if name in SECRETS else repr(raw)
         hint = SERVICE_LINK_HINT if name == "port" and raw.startswith("tcp://") else ""

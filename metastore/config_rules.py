@@ -49,6 +49,40 @@ class ConfigError(ValueError):
         return ConfigError(self.setting, self.problem, where)
 
 
+_INTEGER = re.compile(r"^[+-]?[0-9]+$")
+_NUMBER = re.compile(r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$")
+
+
+def integer(text: str) -> int:
+    """``text`` as an integer written with ASCII digits only (ValueError otherwise).
+    Python's ``int`` also reads other scripts' digits (``'٢٥٣٠٠'`` is 25300) and
+    underscores and spaces: a setting is read as an operator would, or refused."""
+    if _INTEGER.match(text) is None:
+        raise ValueError(f"not an integer: {text!r}")
+    return int(text)
+
+
+def number(text: str) -> float:
+    """``text`` as a finite decimal number in ASCII (ValueError otherwise: ``float`` also
+    reads other scripts' digits, ``nan`` and ``inf``)."""
+    if _NUMBER.match(text) is None:
+        raise ValueError(f"not a number: {text!r}")
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"not a finite number: {text!r}")
+    return value
+
+
+def decimal(text: str) -> float:
+    """A command-line flag's number: ``number``'s ASCII digits, but ``nan`` and ``inf``
+    reach the flag's own range check, which names the flag and the bounds."""
+    if text.strip().lstrip("+-").lower() in ("nan", "inf", "infinity"):
+        return float(text)
+    if _NUMBER.match(text) is None:
+        raise ValueError(f"not a number: {text!r}")
+    return float(text)
+
+
 def check_type(setting: str, value: object, type_name: str) -> None:
     """``value`` is of the declared type (a bool is not an int, an int is a float)."""
     expected: tuple[type, ...] = {

@@ -55,7 +55,7 @@ REFUSED_ENV: list[tuple[str, str, str]] = [
     ("METASTORE_TOKEN_TTL_SECONDS", "1e3", "cannot parse '1e3' as int"),
     ("METASTORE_TOKEN_FAILURES_PER_CLIENT", "0", "between 1 and"),
     ("METASTORE_TOKEN_FAILURES_PER_ADDRESS", "-3", "between 1 and"),
-    ("METASTORE_TOKEN_FAILURE_WINDOW_S", "nan", "got nan"),
+    ("METASTORE_TOKEN_FAILURE_WINDOW_S", "nan", "cannot parse 'nan' as float"),
     ("METASTORE_TOKEN_FAILURE_WINDOW_S", "0", "between 1 and 86400"),
     ("METASTORE_TOKEN_HASH_THREADS", "0", "between 1 and 64"),
     ("METASTORE_TOKEN_HASH_QUEUE", "-1", "between 0 and"),
@@ -91,12 +91,12 @@ REFUSED_ENV: list[tuple[str, str, str]] = [
     ("METASTORE_PORT", "http", "cannot parse 'http' as int"),
     ("METASTORE_FSYNC", "maybe", "cannot parse 'maybe' as bool"),
     ("METASTORE_LOG_LEVEL", "VERBOSE", "must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
-    ("METASTORE_LEASE_SECONDS", "nan", "got nan"),
-    ("METASTORE_LEASE_SECONDS", "inf", "got inf"),
+    ("METASTORE_LEASE_SECONDS", "nan", "cannot parse 'nan' as float"),
+    ("METASTORE_LEASE_SECONDS", "inf", "cannot parse 'inf' as float"),
     ("METASTORE_LEASE_SECONDS", "-1", "between 1 and 86400"),
     ("METASTORE_GC_RECLAIM_S", "0", "between 1 and 86400"),
-    ("METASTORE_GC_RECLAIM_S", "nan", "got nan"),
-    ("METASTORE_FORWARD_TIMEOUT_S", "-inf", "got -inf"),
+    ("METASTORE_GC_RECLAIM_S", "nan", "cannot parse 'nan' as float"),
+    ("METASTORE_FORWARD_TIMEOUT_S", "-inf", "cannot parse '-inf' as float"),
     ("METASTORE_CONSISTENCY_WAIT_S", "0", "between 0.001 and 3600"),
     ("METASTORE_MAX_BODY_BYTES", "0", "between 1024 and"),
     ("METASTORE_MAX_OBJECT_BYTES", "10", "between 1024 and"),
@@ -120,7 +120,14 @@ REFUSED_ENV: list[tuple[str, str, str]] = [
     ("METASTORE_TOPIC_PREFIX", "a b", "must be 1-200 of"),
     ("METASTORE_CLUSTER_ID", "", "must be 1-200 of"),
     ("METASTORE_QUOTA_REQUESTS_PER_SECOND", "-1", "between 0 and 1000000"),
-    ("METASTORE_QUOTA_REQUESTS_PER_SECOND", "nan", "got nan"),
+    ("METASTORE_QUOTA_REQUESTS_PER_SECOND", "nan", "cannot parse 'nan' as float"),
+    ("METASTORE_QUOTA_REQUESTS_PER_SECOND", "inf", "cannot parse 'inf' as float"),
+    # other scripts' digits: Python's int and float read them, an operator would not
+    ("METASTORE_PORT", "\u0662\u0665\u0663\u0660\u0660", "cannot parse"),  # Arabic-Indic
+    ("METASTORE_MAX_CONNECTIONS", "\u0967\u0966\u0966", "cannot parse"),  # Devanagari 100
+    ("METASTORE_BODY_TIMEOUT_S", "\uff16\u0660", "cannot parse"),  # fullwidth 6, Arabic 0
+    ("METASTORE_PORT", "8_181", "cannot parse"),
+    ("METASTORE_PORT", "+", "cannot parse"),
     ("METASTORE_QUOTA_BURST", "0.5", "cannot parse '0.5' as int"),
     ("METASTORE_QUOTA_MAX_TABLES", "-1", "between 0 and"),
     ("METASTORE_QUOTA_MAX_NAMESPACES", "1e6", "cannot parse '1e6' as int"),
@@ -408,6 +415,14 @@ def test_serve_refuses_a_bad_setting_with_one_line_and_status_2(
 def test_serve_names_a_bad_flag(tmp_path: Path) -> None:
     assert_refused(serve(tmp_path, "--host", "not a host"), "--host: ")
     assert_refused(serve(tmp_path, "--partitions", "0"), "--partitions: ")
+
+
+def test_a_number_flag_in_other_digits_is_refused(tmp_path: Path) -> None:
+    """argparse's ``int`` read ``--port '٢٥٣٠٠'`` as 25300."""
+    done = serve(tmp_path, "--port", "\u0662\u0665\u0663\u0660\u0660")
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert "argument --port: invalid integer value" in done.stderr, done.stderr
+    assert not (tmp_path / "data").exists()
 
 
 def test_serve_refuses_an_unusable_data_dir(tmp_path: Path) -> None:

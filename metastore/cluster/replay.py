@@ -47,7 +47,7 @@ from metastore.cluster.config import ClusterConfig, properties_from_env
 from metastore.cluster.view.consumer import ViewFeed, open_consumer
 from metastore.cluster.view.digest import digest
 from metastore.cluster.view.store import ViewStore
-from metastore.config_rules import check_range
+from metastore.config_rules import check_range, decimal, integer
 from metastore.errors import MetastoreError
 from metastore.persistence.layout import VIEW_MARKER
 from metastore.ticker import Ticker
@@ -284,11 +284,11 @@ def add_parser(commands: Any) -> None:
         default="metastore",
         help="topic prefix (default metastore), as the pipeline jobs name it",
     )
-    cmd.add_argument("--partitions", type=int, default=12, help="partitions per topic")
+    cmd.add_argument("--partitions", type=integer, default=12, help="partitions per topic")
     cmd.add_argument("--data-dir", required=True, help="the view's RocksDB directory")
     cmd.add_argument("--fresh", action="store_true", help="wipe the view and replay from 0")
-    cmd.add_argument("--idle", type=float, default=1.0, help="idle window in seconds (1)")
-    cmd.add_argument("--timeout", type=float, default=600.0, help="give up after (600 s)")
+    cmd.add_argument("--idle", type=decimal, default=1.0, help="idle window in seconds (1)")
+    cmd.add_argument("--timeout", type=decimal, default=600.0, help="give up after (600 s)")
     cmd.add_argument(
         "--no-progress",
         action="store_true",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from metastore.config_rules import decimal, integer
 from metastore.pipeline.options import add_common
 
 DEFAULT_NAMESPACE = "metastore_export"  # of the registered export tables
@@ -47,13 +48,13 @@ def add_parsers(commands: Any) -> None:
     add_common(rebuild)
     rebuild.add_argument(
         "--idle",
-        type=float,
+        type=decimal,
         default=1.0,
         help="with --kafka: a partition is read once idle this long at its high watermark "
         "(seconds, default 1)",
     )
     rebuild.add_argument(
-        "--timeout", type=float, default=600.0, help="a partition gives up after (600 s)"
+        "--timeout", type=decimal, default=600.0, help="a partition gives up after (600 s)"
     )
     gc = commands.add_parser(
         "gc",
@@ -64,19 +65,21 @@ def add_parsers(commands: Any) -> None:
     )
     add_common(gc)
     gc.add_argument(
-        "--grace", type=float, default=3 * 24 * 3600.0, metavar="SECONDS",
+        "--grace", type=decimal, default=3 * 24 * 3600.0, metavar="SECONDS",
         help="only objects older than this are candidates; the sweep waits it out after "
         "the mark (default 3 days)",
     )  # fmt: skip
     gc.add_argument(
-        "--retention", type=float, default=7 * 24 * 3600.0, metavar="SECONDS",
+        "--retention", type=decimal, default=7 * 24 * 3600.0, metavar="SECONDS",
         help="history kept for ?at= reads and ref resets (default 7 days)",
     )  # fmt: skip
     gc.add_argument("--phase", choices=("mark", "sweep", "both"), default="both")
     gc.add_argument(
         "--dry-run", action="store_true", help="list what would be deleted, delete nothing"
     )
-    gc.add_argument("--lease-seconds", type=int, default=60, help="of the task lease (default 60)")
+    gc.add_argument(
+        "--lease-seconds", type=integer, default=60, help="of the task lease (default 60)"
+    )
     gc.add_argument(
         "--node", metavar="URL", help="with --kafka or --data-dir: the node that sweeps"
     )
@@ -95,7 +98,7 @@ def add_parsers(commands: Any) -> None:
     )
     maintain.add_argument(
         "--older-than",
-        type=float,
+        type=decimal,
         default=DEFAULT_OLDER_THAN_S,
         metavar="SECONDS",
         help="orphan files must be older than this (default 3 days)",

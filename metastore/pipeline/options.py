@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from metastore.cluster.config import MAX_PARTITIONS
-from metastore.config_rules import ConfigError, check_range, check_url
+from metastore.config_rules import ConfigError, check_range, check_url, integer
 from metastore.pipeline.exits import JobError
 
 SourceKind = Literal["url", "kafka", "data-dir"]
@@ -50,7 +50,7 @@ def add_common(parser: argparse.ArgumentParser, env: Mapping[str, str] | None = 
         default=env.get("METASTORE_TOPIC_PREFIX", "metastore"),
         help="topics <prefix>.refs and <prefix>.objects (default metastore)",
     )
-    source.add_argument("--partitions", type=int, default=12, help="of the topics (default 12)")
+    source.add_argument("--partitions", type=integer, default=12, help="of the topics (default 12)")
     scope = parser.add_argument_group("scope (default: everything)")
     scope.add_argument("--tenant", metavar="T", help="one tenant")
     scope.add_argument(
