@@ -53,6 +53,7 @@ from metastore.errors import (
     CommitStateUnknown,
     MetastoreError,
     NoSuchTable,
+    StorageUnavailable,
     ValidationFailed,
 )
 from metastore.iceberg import pieces, rebase
@@ -583,17 +584,20 @@ class Tables:
             ):
                 raise
             try:
-                requirements, updates = rebase.rebased_commit(
-                    change.requirements,
-                    change.updates,
-                    base,
-                    prepared.io.io,
-                    prepared.files,
-                    self._manifest_lists,
-                    durable=prepared.io.make_durable,
-                )
+                with iceberg_errors():  # the table's own settings (a codec) may be bad
+                    requirements, updates = rebase.rebased_commit(
+                        change.requirements,
+                        change.updates,
+                        base,
+                        prepared.io.io,
+                        prepared.files,
+                        self._manifest_lists,
+                        durable=prepared.io.make_durable,
+                    )
             except rebase.Refused as why:
                 raise CommitConflict(f"{conflict.message}; not rebased: {why.message}") from None
+            except OSError as exc:  # reading the lists or writing the rebased one
+                raise StorageUnavailable(f"cannot rebase the append: {_first_line(exc)}") from None
             return TableChange(change.key, requirements, updates)
 
     def _stage(

@@ -219,6 +219,21 @@ def test_no_rebase_with_other_updates(iceberg_server: Server, catalog: RestCatal
     assert _ids(catalog.load_table(("db", "t"))) == [1, 3]
 
 
+def test_a_rebase_the_tables_settings_forbid_is_a_400(
+    iceberg_server: Server, catalog: RestCatalog
+) -> None:
+    """The rebased manifest list is written with the table's Avro codec: one that is no
+    codec was a 500 with a traceback; it is the table's own setting, so a 400."""
+    _table(catalog, "t", **{REBASE: "true"})
+    stale = catalog.load_table(("db", "t"))
+    catalog.load_table(("db", "t")).append(rows([1]))
+    with catalog.load_table(("db", "t")).transaction() as tx:
+        tx.set_properties({"write.avro.compression-codec": "bogus"})
+    with pytest.raises(BadRequestError, match="bogus"):
+        stale.append(rows([2]))
+    assert _ids(catalog.load_table(("db", "t"))) == [1]
+
+
 def test_setting_is_true_or_false(iceberg_server: Server, catalog: RestCatalog) -> None:
     base = f"{iceberg_server.url}/api/v1/tenants/{TENANT}/catalogs"
     reply = requests.post(base, json={"name": "bad", "properties": {REBASE: "yes"}}, timeout=30)
