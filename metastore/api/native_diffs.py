@@ -16,6 +16,7 @@ settings, principals) are listed by kind and action only.
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import Enum
 from typing import Any
 
 from aiohttp import web
@@ -69,9 +70,10 @@ class _Differ:
         except NotFound:  # absent then, or that commit was collected
             return None
 
-    def describe(self, entity: Entity) -> dict[str, Any]:
+    def describe(self, entity: Entity, summary: bool = True) -> dict[str, Any]:
+        """The entity's JSON; ``summary``: with its Iceberg metadata's summary."""
         body = entity_json(entity)
-        if pieces.CORE not in entity.attachments:  # a native (non-Iceberg) entity
+        if not summary or pieces.CORE not in entity.attachments:  # or a native entity
             return body
         if entity.kind is Kind.TABLE:
             state = self._iceberg.tables.state_of(self._tenant, self._catalog, entity)
@@ -81,7 +83,7 @@ class _Differ:
             body["iceberg"] = view_summary(metadata, location)
         return body
 
-    def diff(self, commit_id: int, may_read: Callable[[EntityKey], bool]) -> dict[str, Any]:
+    def diff(self, commit_id: int, may_read: Callable[[EntityKey], Reading]) -> dict[str, Any]:
         commit = self._metastore.head(self._tenant, self._catalog, commit_id)
         parent_known = commit.parent != 0 and self._parent_exists(commit.parent)
         changes = []
@@ -95,13 +97,15 @@ class _Differ:
             if key.kind is Kind.SYSTEM:
                 changes.append(item)
                 continue
-            if not may_read(key):
+            reading = may_read(key)
+            if reading is Reading.NONE:
                 changes.append(item | {"hidden": True})
                 continue
+            summary = reading is Reading.DATA
             before = self.entity_at(key, commit.parent) if parent_known else None
             after = self.entity_at(key, commit.id)
-            item["before"] = None if before is None else self.describe(before)
-            item["after"] = None if after is None else self.describe(after)
+            item["before"] = None if before is None else self.describe(before, summary)
+            item["after"] = None if after is None else self.describe(after, summary)
             if commit.parent != 0 and not parent_known:
                 item["before-collected"] = True  # history past the retention window
             changes.append(item)
@@ -115,11 +119,28 @@ class _Differ:
         return True
 
 
-def _reader(found: Checker | None, tenant: str, catalog: str) -> Callable[[EntityKey], bool]:
-    def may_read(key: EntityKey) -> bool:
+class Reading(Enum):
+    """What a caller may see of a changed entity in a diff."""
+
+    NONE = "none"  # that it changed, nothing more
+    PROPERTIES = "properties"  # its properties and location (what a properties read shows)
+    DATA = "data"  # also its Iceberg summary: metadata file, schema, snapshot and counts
+
+
+def _reader(found: Checker | None, tenant: str, catalog: str) -> Callable[[EntityKey], Reading]:
+    """A table's Iceberg summary names its metadata file, schema and snapshot, which
+    only a load shows (``TABLE_READ_DATA``); its properties need only
+    ``TABLE_READ_PROPERTIES``, as a properties read does."""
+
+    def may_read(key: EntityKey) -> Reading:
         if found is None:  # authentication off: everything is shown
-            return True
-        return found.allows(_READ[key.kind], Securable.of_entity(tenant, catalog, key))
+            return Reading.DATA
+        securable = Securable.of_entity(tenant, catalog, key)
+        if not found.allows(_READ[key.kind], securable):
+            return Reading.NONE
+        if key.kind is Kind.TABLE and not found.allows(Privilege.TABLE_READ_DATA, securable):
+            return Reading.PROPERTIES
+        return Reading.DATA
 
     return may_read
 

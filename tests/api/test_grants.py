@@ -363,3 +363,35 @@ async def test_only_a_service_admin_names_storage_on_an_unbounded_node(
     assert_error(await boss.call("POST", f"{catalogs}/seeded/storage", update), 403)
     assert await boss.ok("GET", f"{catalogs}/seeded") == before
     await admin.ok("POST", catalogs, {**named, "name": "by-admin"}, 201)
+
+
+async def test_a_diff_shows_an_iceberg_summary_only_to_who_may_load_the_table(
+    admin: Admin, tenant: str
+) -> None:
+    """A table's summary in a diff names its metadata file, schema and snapshot: what a
+    load shows (``TABLE_READ_DATA``), not what its properties show."""
+    iceberg = f"/v1/{tenant}~c/namespaces/sales/tables"
+    schema = {
+        "type": "struct",
+        "fields": [{"id": 1, "name": "x", "type": "long", "required": False}],
+    }
+    await admin.ok("POST", iceberg, {"name": "s", "schema": schema, "properties": {"pii": "yes"}})
+    commit = await head(admin, tenant)
+    ana = await admin.login_as(tenant, "ana")
+    await admin.principal_role(tenant, "audit", "ana")
+    grants = [
+        ("CATALOG_READ_HISTORY", "catalog", []),
+        ("TABLE_READ_PROPERTIES", "table", ["sales", "s"]),
+    ]
+    await admin.catalog_role(tenant, "c", "auditors", grants, "audit")
+    assert_error(await ana.call("GET", f"{iceberg}/s"), 403)
+    diff = await ana.ok("GET", f"{catalog(tenant)}/commits/{commit}/diff")
+    (change,) = [c for c in diff["changes"] if c["kind"] == "table"]
+    assert change["after"]["properties"]["pii"] == "yes", change
+    assert "iceberg" not in change["after"], change
+    await admin.catalog_role(
+        tenant, "c", "loaders", [("TABLE_READ_DATA", "table", ["sales", "s"])], "audit"
+    )
+    diff = await ana.ok("GET", f"{catalog(tenant)}/commits/{commit}/diff")
+    (change,) = [c for c in diff["changes"] if c["kind"] == "table"]
+    assert change["after"]["iceberg"]["metadata-location"].endswith(".metadata.json"), change
