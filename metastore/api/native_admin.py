@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import replace
 
 from aiohttp import web
 
 from metastore import dropped
 from metastore.api import params
-from metastore.api.authz import visible
+from metastore.api.authz import may, visible
 from metastore.api.idempotency import Idempotency, first_entity, refuse_key
 from metastore.api.principal import principal_of
-from metastore.api.render import commit_json, named_json, ref_json
+from metastore.api.render import commit_json, listed_json, named_json, ref_json
 from metastore.api.tenancy import guard_quota
 from metastore.api.typedefs import METASTORE, STORAGE
 from metastore.api.validation import read_json
@@ -22,6 +23,8 @@ from metastore.iceberg import rebase
 from metastore.keys import CATALOG_RECORD, SYSTEM_CATALOG
 from metastore.model import Entity
 from metastore.names import check_system_name
+from metastore.security.privileges import Privilege
+from metastore.security.securables import Securable
 from metastore.storage import STORAGE_RECORD, Storage
 
 routes = web.RouteTableDef()
@@ -38,12 +41,15 @@ async def list_tenants(request: web.Request) -> web.Response:
     shown = visible(request)  # the caller's own tenant only, unless a service admin
     metastore = request.app[METASTORE]
     result = await metastore.read(metastore.list_tenants, token, size, lambda n, e: shown.shows(n))
-    return web.json_response(
-        {
-            "tenants": [named_json(n, e) for n, e in result.items],
-            "next-page-token": result.next_token,
-        }
-    )
+    allows = may(request)
+    items = [
+        listed_json(
+            named_json(n, e),
+            allows(Privilege.TENANT_READ_PROPERTIES, Securable.of_tenant(n)),
+        )
+        for n, e in result.items
+    ]
+    return web.json_response({"tenants": items, "next-page-token": result.next_token})
 
 
 @routes.post(TENANTS)
@@ -120,12 +126,23 @@ async def list_catalogs(request: web.Request) -> web.Response:
     result = await metastore.read(
         metastore.list_catalogs, tenant, token, size, lambda n, e: shown.shows(n, e.entity_id)
     )
-    return web.json_response(
-        {
-            "catalogs": [named_json(n, e) for n, e in result.items],
-            "next-page-token": result.next_token,
-        }
-    )
+    items = await metastore.read(_listed_catalogs, request, tenant, result.items)
+    return web.json_response({"catalogs": items, "next-page-token": result.next_token})
+
+
+def _listed_catalogs(
+    request: web.Request, tenant: str, catalogs: Sequence[tuple[str, Entity]]
+) -> list[dict[str, object]]:
+    """Each catalog without its properties unless the caller may read them (blocking: a
+    check reads the catalog's record id)."""
+    allows = may(request)
+    return [
+        listed_json(
+            named_json(n, e),
+            allows(Privilege.CATALOG_READ_PROPERTIES, Securable.of_catalog(tenant, n)),
+        )
+        for n, e in catalogs
+    ]
 
 
 def _catalog_json(name: str, entity: Entity, storage: Storage) -> dict[str, object]:

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
 
 from metastore.api import params
-from metastore.api.authz import visible
+from metastore.api.authz import may, visible
 from metastore.api.idempotency import Idempotency
 from metastore.api.native_admin import CATALOG
 from metastore.api.principal import principal_of
-from metastore.api.render import dropped_json, entity_json, outcome_json
+from metastore.api.render import dropped_json, entity_json, listed_json, outcome_json
 from metastore.api.typedefs import CONFIG, METASTORE, STORAGE
 from metastore.api.validation import body_of, read_json
 from metastore.changes import (
@@ -29,6 +30,7 @@ from metastore.errors import BadRequest
 from metastore.iceberg.context import flag
 from metastore.keys import EntityKey, Kind
 from metastore.locations import check_inside
+from metastore.model import Entity
 from metastore.names import check_name, check_namespace
 from metastore.requirements import (
     AssertEmpty,
@@ -37,6 +39,8 @@ from metastore.requirements import (
     AssertVersion,
     Requirement,
 )
+from metastore.security.privileges import Privilege
+from metastore.security.securables import Securable
 
 routes = web.RouteTableDef()
 
@@ -133,12 +137,30 @@ async def list_namespaces(request: web.Request) -> web.Response:
         params.at(request),
         shows=shown.shows,
     )
-    return web.json_response(
-        {
-            "namespaces": [entity_json(e) for e in result.items],
-            "next-page-token": result.next_token,
-        }
-    )
+    items = await metastore.read(_listed, request, tenant, catalog, result.items)
+    return web.json_response({"namespaces": items, "next-page-token": result.next_token})
+
+
+_READ_PROPERTIES = {
+    Kind.NAMESPACE: Privilege.NAMESPACE_READ_PROPERTIES,
+    Kind.TABLE: Privilege.TABLE_READ_PROPERTIES,
+    Kind.VIEW: Privilege.VIEW_READ,
+}
+
+
+def _listed(
+    request: web.Request, tenant: str, catalog: str, entities: Sequence[Entity]
+) -> list[dict[str, Any]]:
+    """The listed entities' JSON, each without its properties and location unless the
+    caller may read them (``render.listed_json``; blocking: a check may read)."""
+    allows = may(request)
+    return [
+        listed_json(
+            entity_json(e),
+            allows(_READ_PROPERTIES[e.kind], Securable.of_entity(tenant, catalog, e.key)),
+        )
+        for e in entities
+    ]
 
 
 @routes.post(NAMESPACES)
@@ -200,7 +222,9 @@ async def list_entities(request: web.Request) -> web.Response:
         shows=shown.shows,
     )
     body: dict[str, Any] = {
-        request.match_info["kind"]: [entity_json(e) for e in result.items],
+        request.match_info["kind"]: await metastore.read(
+            _listed, request, tenant, catalog, result.items
+        ),
         "next-page-token": result.next_token,
     }
     if flag(request, "include-dropped"):

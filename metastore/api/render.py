@@ -36,6 +36,17 @@ def entity_json(entity: Entity) -> dict[str, Any]:
     return body
 
 
+def listed_json(body: dict[str, Any], readable: bool) -> dict[str, Any]:
+    """A listing's item (``entity_json``, ``named_json``): whole when the caller may read
+    its properties, else without its properties and location. A listing shows every
+    item the caller holds something on (or all, with the LIST privilege), and a read of
+    one item's properties needs its READ_PROPERTIES privilege: the listing must not
+    show more than that read would."""
+    if readable:
+        return body
+    return {k: v for k, v in body.items() if k not in ("properties", "location")}
+
+
 def dropped_json(dropped: Dropped) -> dict[str, Any]:
     """A kept (dropped) table or view: its last version, when and by whom it was dropped."""
     body = entity_json(dropped.entity)

@@ -395,3 +395,37 @@ async def test_a_diff_shows_an_iceberg_summary_only_to_who_may_load_the_table(
     diff = await ana.ok("GET", f"{catalog(tenant)}/commits/{commit}/diff")
     (change,) = [c for c in diff["changes"] if c["kind"] == "table"]
     assert change["after"]["iceberg"]["metadata-location"].endswith(".metadata.json"), change
+
+
+async def test_a_listing_shows_properties_only_where_a_read_of_them_would(
+    admin: Admin, tenant: str
+) -> None:
+    """LIST (or holding something below) shows an item; its properties and location need
+    what a read of them needs, item by item."""
+    sales = f"{catalog(tenant)}/namespaces/{seg('sales')}"
+    await admin.ok(
+        "POST", f"{tenant_path(tenant)}/catalogs/c/properties", {"updates": {"billing": "x"}}
+    )
+    for name in ("open", "secret"):
+        await admin.ok("POST", f"{sales}/tables", {"name": name, "properties": {"pii": name}}, 201)
+    ana = await admin.login_as(tenant, "ana")
+    await admin.principal_role(tenant, "eng", "ana")
+    grants = [("TABLE_LIST", "catalog", []), ("NAMESPACE_LIST", "catalog", [])]
+    await admin.catalog_role(tenant, "c", "listers", grants, "eng")
+    listed = await ana.ok("GET", f"{sales}/tables")
+    assert [t["name"] for t in listed["tables"]] == ["open", "secret"]
+    assert all("properties" not in t and "location" not in t for t in listed["tables"]), listed
+    namespaces = await ana.ok("GET", catalog(tenant) + "/namespaces")
+    assert all("properties" not in n for n in namespaces["namespaces"]), namespaces
+    (listed_catalog,) = (await ana.ok("GET", f"{tenant_path(tenant)}/catalogs"))["catalogs"]
+    assert "properties" not in listed_catalog, listed_catalog
+    (listed_tenant,) = (await ana.ok("GET", "/api/v1/tenants"))["tenants"]
+    assert "properties" not in listed_tenant, listed_tenant
+    read = [("TABLE_READ_PROPERTIES", "table", ["sales", "open"])]
+    await admin.catalog_role(tenant, "c", "readers", read, "eng")
+    listed = await ana.ok("GET", f"{sales}/tables")
+    shown = {t["name"]: t.get("properties") for t in listed["tables"]}
+    assert shown == {"open": {"pii": "open"}, "secret": None}, listed
+    assert (await admin.ok("GET", f"{sales}/tables"))["tables"][1]["properties"] == {
+        "pii": "secret"
+    }
