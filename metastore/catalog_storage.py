@@ -157,11 +157,26 @@ class CatalogStorage:
 
     # --- writes ------------------------------------------------------------------------
 
-    def check(self, tenant: str, catalog: str, storage: Storage, *, given: bool) -> None:
+    def check(
+        self,
+        tenant: str,
+        catalog: str,
+        storage: Storage,
+        *,
+        given: bool,
+        own_tenant: bool = False,
+    ) -> None:
         """``storage`` may be the catalog's (see the module docstring); 400 otherwise.
-        ``given``: a client named it (its credentials must resolve here). Blocking."""
+        ``given``: a client named it (its credentials must resolve here); ``own_tenant``:
+        one who is no service admin named it, so inside this node's warehouse it must lie
+        in the tenant's own folder (``<warehouse>/<tenant>``, where the node seeds the
+        tenant's catalogs): elsewhere in it, another tenant's catalogs, those made later
+        included, would overlap it and be refused, and whether a path overlapped one would
+        tell what catalogs another tenant has. Blocking."""
         for prefix in storage.locations():
             self._check_bounds(prefix)
+            if own_tenant:
+                self._check_tenant_folder(tenant, prefix)
         clash = self._overlap(tenant, catalog, storage.locations())
         if clash is not None:
             raise BadRequest(clash)
@@ -193,6 +208,17 @@ class CatalogStorage:
                 " (only its warehouse folder may hold table files)"
             )
 
+    def _check_tenant_folder(self, tenant: str, prefix: Location) -> None:
+        warehouse = self.node.warehouse_root
+        if not is_inside(prefix, warehouse, allow_equal=True):
+            return
+        own = catalog_root(warehouse, tenant, "").rstrip("/")
+        if not is_inside(prefix, own):
+            raise BadRequest(
+                f"storage location {prefix} is in this node's warehouse outside the "
+                f"tenant's own folder {own}/: only a service admin may place it there"
+            )
+
     def _overlap(self, tenant: str, catalog: str, prefixes: Sequence[Location]) -> str | None:
         """Why ``prefixes`` overlap another catalog's storage, if they do (a catalog of
         another tenant is not named: tenants do not learn of each other)."""
@@ -209,9 +235,7 @@ class CatalogStorage:
             for mine in prefixes:
                 if any(mine.within(other) or other.within(mine) for other in theirs):
                     whose = (
-                        f"catalog {key.catalog!r}"
-                        if key.tenant == tenant
-                        else "a catalog of another tenant"
+                        f"catalog {key.catalog!r}" if key.tenant == tenant else "another catalog"
                     )
                     return (
                         f"storage location {mine} overlaps the storage of {whose}:"

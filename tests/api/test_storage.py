@@ -239,7 +239,7 @@ async def test_storage_of_another_tenant_is_refused_without_naming_it(
     )
     assert_status(reply, 201)
     error = assert_error(await create(api, unique("c"), {"root": f"{root}/inside"}), 400)
-    assert "a catalog of another tenant" in error["message"], error
+    assert "overlaps the storage of another catalog" in error["message"], error
     assert theirs not in error["message"] and tenant not in error["message"], error
 
 
@@ -398,3 +398,25 @@ def test_within_storage_roots_a_tenant_admin_names_its_catalogs_storage(tmp_path
         body = {"name": "mine", "storage": {"root": uri(allowed / "mine")}}
         created = requests.post(process.url + CATALOGS, json=body, headers=boss, timeout=30)
         assert created.status_code == 201, created.text
+        # in the warehouse, only its tenant's own folder: elsewhere it would squat where
+        # the node seeds another tenant's catalogs (made later, too), and whether a path
+        # overlapped one would tell what catalogs another tenant has
+        warehouse = data / "warehouse"
+        for name, where in (("squat", warehouse / "globex"), ("top", warehouse)):
+            body = {"name": name, "storage": {"root": uri(where)}}
+            refused = requests.post(process.url + CATALOGS, json=body, headers=boss, timeout=30)
+            assert refused.status_code == 400, refused.text
+            assert "outside the tenant's own folder" in refused.json()["error"]["message"]
+            moved = requests.post(
+                f"{process.url}{CATALOGS}/mine/storage",
+                json={"storage": {"root": uri(where)}},
+                headers=boss,
+                timeout=30,
+            )
+            assert moved.status_code == 400, moved.text
+        body = {"name": "own", "storage": {"root": uri(warehouse / "default" / "own")}}
+        created = requests.post(process.url + CATALOGS, json=body, headers=boss, timeout=30)
+        assert created.status_code == 201, created.text
+        body = {"name": "shared", "storage": {"root": uri(warehouse / "shared")}}
+        created = requests.post(process.url + CATALOGS, json=body, headers=root, timeout=30)
+        assert created.status_code == 201, created.text  # the operator's choice
