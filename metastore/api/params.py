@@ -12,6 +12,8 @@ name the same namespace.
 
 from __future__ import annotations
 
+import re
+
 from aiohttp import web
 
 from metastore.errors import BadRequest, InvalidName
@@ -98,14 +100,16 @@ def key_from_json(body: dict[str, object]) -> EntityKey:
     return EntityKey(kind, check_namespace(path[:-1]), check_name(kind.label, path[-1]))
 
 
+_INTEGER = re.compile(r"^[+-]?[0-9]{1,19}$")
+
+
 def _int(request: web.Request, name: str) -> int | None:
     raw = request.query.get(name)
     if raw is None or raw == "":
         return None
-    try:
-        return int(raw, 10)
-    except ValueError:
-        raise BadRequest(f"query parameter {name} must be an integer, got {raw!r}") from None
+    if _INTEGER.match(raw) is None:  # int() also reads other scripts' digits ("١٢" is 12)
+        raise BadRequest(f"query parameter {name} must be an integer, got {raw[:40]!r}")
+    return int(raw, 10)
 
 
 def page(request: web.Request) -> tuple[str | None, int | None]:

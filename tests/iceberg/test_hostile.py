@@ -165,6 +165,8 @@ CASES: list[tuple[str, str, str, dict[str, Any], int]] = [
     ("bad page token", "GET", "/namespaces/db/tables", {"params": {"pageToken": "garbage"}}, 400),
     ("page size zero", "GET", "/namespaces", {"params": {"pageSize": "0"}}, 400),
     ("page size not a number", "GET", "/namespaces", {"params": {"pageSize": "ten"}}, 400),
+    ("page size in other digits", "GET", "/namespaces", {"params": {"pageSize": "\u0661"}}, 400),
+    ("page size of two signs", "GET", "/namespaces", {"params": {"pageSize": "+-5"}}, 400),
     ("purge flag not a boolean", "DELETE", T, {"params": {"purgeRequested": "maybe"}}, 400),
     (
         "transaction without identifier",
