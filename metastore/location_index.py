@@ -114,30 +114,36 @@ def claim(before: Entity | None, after: Entity | None, records: Records) -> Chan
 
 def check_free(records: Records, new: Location, key: EntityKey) -> None:
     """400 unless a table or view named ``key`` may hold ``new``: nothing holds it, nor
-    a location around it or inside it, except a dropped one of that very name holding
-    exactly ``new``. Such a one yields, as a drop followed by a create or a register of
-    the same metadata expects (its collection's purge keeps what a live location
-    holds), and cannot be undropped while it is taken. It yields to no other name:
-    whoever may create somewhere in the catalog would get its files, and credentials
-    vended for them."""
+    a location around it or inside it, except a dropped one holding exactly ``new``
+    that ``yields_to`` it. Such a one yields, as a drop followed by a create or a
+    register of the same metadata expects (its collection's purge keeps what a live
+    location holds), and cannot be undropped while it is taken."""
     clash = records.overlapping(new)
     if clash is None:
         return
     kept = records.kept_name(clash) if clash == new.key else None
-    if kept == key:
+    if kept is not None and yields_to(kept, key):
         return
     label = key.kind.label
     if kept is not None:
         raise BadRequest(
             f"{label} location {new} is the location of the dropped {kept.kind.label} "
-            f"{kept.display()}, kept for undrop: only a {kept.kind.label} of that name may "
-            "take it"
+            f"{kept.display()}, kept for undrop: only a {kept.kind.label} of its namespace "
+            "may take it"
         )
     how = "is" if clash == new.key else "overlaps"
     raise BadRequest(
         f"{label} location {new} {how} the location {clash} of another live table or view: "
         "locations must be unique and not nested"
     )
+
+
+def yields_to(kept: EntityKey, key: EntityKey) -> bool:
+    """Whether a dropped table's (or view's) location, kept for its undrop, yields to a
+    new one named ``key``: one of its kind in its own namespace. Whoever may create
+    there may undrop it too (the same privilege); anyone else, who may create only
+    elsewhere in the catalog, would get its files and credentials vended for them."""
+    return kept.kind is key.kind and kept.namespace == key.namespace
 
 
 def reclaim(entity: Entity, records: Records) -> Change | None:

@@ -68,7 +68,7 @@ from metastore.iceberg.table_paths import added_paths, check_paths, check_proper
 from metastore.iceberg.turns import Turns
 from metastore.iceberg.updates import ModelCache, ModelKey, apply_updates
 from metastore.keys import EntityKey, Kind
-from metastore.location_index import Records, check_free
+from metastore.location_index import Records, check_free, yields_to
 from metastore.locations import linked_below, normalize
 from metastore.memory_only import check as may_wait
 from metastore.model import Entity
@@ -275,14 +275,15 @@ class Tables:
         and a client that names no location should not have to pick one.
 
         A dropped table kept for undrop yields its very location to a table of its
-        own name (``location_index``): a name dropped and created again gets the same
-        location, as with catalogs that forget a dropped table, and the newest of them
-        owns it."""
+        namespace (``location_index.yields_to``): a name dropped and created again gets
+        the same location, as with catalogs that forget a dropped table, and the newest
+        of them owns it."""
         location = self.warehouse.default_location(tenant, catalog, key.namespace, key.name)
         records = self.records(tenant, catalog)
         wanted = normalize(location)
         clash = records.overlapping(wanted)
-        if clash is None or (clash == wanted.key and records.kept_name(clash) == key):
+        kept = records.kept_name(clash) if clash == wanted.key else None
+        if clash is None or (kept is not None and yields_to(kept, key)):
             return location
         return f"{location}-{uuid.uuid4().hex}"
 

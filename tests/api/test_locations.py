@@ -92,7 +92,7 @@ async def test_two_live_entities_never_share_or_nest_locations(
         ]
     }
     assert_error(await catalog.commit(both), 400)
-    # a rename keeps the location; a drop keeps it for an undrop, or its own name
+    # a rename keeps the location; a drop keeps it for an undrop or its namespace
     rename = {
         "source": entity_ref("table", "ns", "t"),
         "destination": entity_ref("table", "ns", "r"),
@@ -102,10 +102,12 @@ async def test_two_live_entities_never_share_or_nest_locations(
         await api.post(catalog.ns("ns") + "/tables", {"name": "t", "location": place("ns/t")}), 400
     )
     assert_status(await api.delete(catalog.entity(("ns",), "r")), 204)
+    await catalog.create_namespace("other")
     assert_error(
-        await api.post(catalog.ns("ns") + "/tables", {"name": "t", "location": place("ns/t")}), 400
+        await api.post(catalog.ns("other") + "/tables", {"name": "t", "location": place("ns/t")}),
+        400,
     )
-    await catalog.create(("ns",), "r", location=place("ns/t"))
+    await catalog.create(("ns",), "t", location=place("ns/t"))
 
 
 async def test_native_and_iceberg_tables_share_one_location_index(catalog: Catalog) -> None:

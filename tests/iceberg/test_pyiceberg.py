@@ -198,15 +198,16 @@ def test_register_an_existing_table(
     location = catalog.load_table(("db", "orig")).metadata_location
     catalog.drop_table(("db", "orig"))
 
-    with pytest.raises(BadRequestError, match="kept for undrop"):  # only its own name
-        catalog.register_table(("db", "again"), location)
-    registered = catalog.register_table(("db", "orig"), location)
+    catalog.create_namespace(("elsewhere",))
+    with pytest.raises(BadRequestError, match="kept for undrop"):  # only in its namespace
+        catalog.register_table(("elsewhere", "again"), location)
+    registered = catalog.register_table(("db", "again"), location)
     assert registered.metadata_location == location
     assert sorted(registered.scan().to_arrow()["id"].to_pylist()) == [1, 2, 3]
     registered.append(rows([4]))
-    assert len(catalog.load_table(("db", "orig")).scan().to_arrow()) == 4
+    assert len(catalog.load_table(("db", "again")).scan().to_arrow()) == 4
     with pytest.raises(TableAlreadyExistsError):
-        catalog.register_table(("db", "orig"), location)
+        catalog.register_table(("db", "again"), location)
 
     http = Http(iceberg_server.url, catalog_name)
     outside = http.call(

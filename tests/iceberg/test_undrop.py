@@ -211,11 +211,11 @@ def test_the_expiry_keeps_a_dropped_table_within_its_retention_and_collects_it_a
 def test_a_dropped_tables_location_yields_to_a_register_of_its_metadata(
     iceberg_server: Server, catalog_name: str, catalog: RestCatalog
 ) -> None:
-    """Drop without purge, then register the same metadata under its name: the dropped
-    one's location yields to the live one, it cannot be undropped while that one holds
-    it, and its collection keeps their files. Under any other name the register is a 400:
-    whoever may create a table elsewhere in the catalog does not get the dropped table's
-    files by naming its metadata (only an undrop gives them back)."""
+    """Drop without purge, then register the same metadata under another name of its
+    namespace (how tables move between names): the dropped one's location yields to the
+    live one, it cannot be undropped while that one holds it, and its collection keeps
+    their files. In another namespace the register (or a create there) is a 400: whoever
+    may create only elsewhere in the catalog does not get the dropped table's files."""
     native = Native(iceberg_server.url, catalog_name)
     catalog.create_namespace(("db",))
     catalog.create_namespace(("scratch",))
@@ -223,13 +223,12 @@ def test_a_dropped_tables_location_yields_to_a_register_of_its_metadata(
     metadata_location = catalog.load_table(("db", "orig")).metadata_location
     location = catalog.load_table(("db", "orig")).metadata.location
     catalog.drop_table(("db", "orig"))
-    for name in (("db", "again"), ("scratch", "orig")):
-        with pytest.raises(BadRequestError, match="kept for undrop"):
-            catalog.register_table(name, metadata_location)
-        with pytest.raises(BadRequestError, match="kept for undrop"):
-            catalog.create_table(name, SCHEMA, location=location)
-    again = catalog.register_table(("db", "orig"), metadata_location)
-    assert_error(native.undrop("orig"), 409, "AlreadyExistsException")  # its name is taken
+    with pytest.raises(BadRequestError, match="kept for undrop"):
+        catalog.register_table(("scratch", "orig"), metadata_location)
+    with pytest.raises(BadRequestError, match="kept for undrop"):
+        catalog.create_table(("scratch", "grab"), SCHEMA, location=location)
+    again = catalog.register_table(("db", "again"), metadata_location)
+    assert_error(native.undrop("orig"), 409, "AlreadyExistsException")  # its location is taken
 
     native.retention(0)
     assert native.expire()["collected"] == 1  # its purge keeps what the live table holds

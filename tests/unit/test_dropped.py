@@ -13,7 +13,6 @@ from metastore.changes import (
     CreateEntity,
     DeleteEntity,
     DropEntity,
-    RenameEntity,
     UndropEntity,
 )
 from metastore.commits import CommitOutcome, CommitRequest
@@ -116,16 +115,15 @@ def test_an_undrop_picks_the_one_dropped_last_or_the_one_named_and_never_a_taken
     assert [d.entity.entity_id for d in kept(db)] == [second.entity_id]
 
 
-def test_a_kept_location_yields_to_a_live_one_of_its_name_and_is_taken_back_when_free(
+def test_a_kept_location_yields_to_a_live_one_and_is_taken_back_when_free(
     db: Node,
 ) -> None:
     commit(db, CreateEntity(T, location=f"{ROOT}/t"))
     commit(db, DropEntity(T, "p"))
     with pytest.raises(BadRequest):  # nesting in a kept location is still refused...
         commit(db, CreateEntity(_table_key(("db",), "in"), location=f"{ROOT}/t/in"))
-    commit(db, CreateEntity(T, location=f"{ROOT}/t"))  # ...but it yields to its own name
     other = _table_key(("db",), "u")
-    commit(db, RenameEntity(T, other))  # the live one keeps the location under a new name
+    commit(db, CreateEntity(other, location=f"{ROOT}/t"))  # ...but it yields to a live one
     with pytest.raises(AlreadyExists, match="was taken by another table"):
         commit(db, UndropEntity(T))
     commit(db, DropEntity(other, "p"))
@@ -137,22 +135,21 @@ def test_a_kept_location_yields_to_a_live_one_of_its_name_and_is_taken_back_when
         commit(db, CreateEntity(_table_key(("db",), "w"), location=f"{ROOT}/t"))
 
 
-def test_a_kept_location_yields_to_no_other_name(db: Node) -> None:
-    """Whoever may create a table somewhere in the catalog does not get a dropped table's
-    files (and credentials for them) by naming its location: only its own name takes it,
-    as only an undrop (which needs the create privilege in its namespace) gives it back."""
+def test_a_kept_location_yields_only_within_its_namespace(db: Node) -> None:
+    """Whoever may create a table elsewhere in the catalog does not get a dropped table's
+    files (and credentials for them) by naming its location: only a table of its own
+    namespace takes it, which needs the privilege an undrop needs."""
     commit(db, CreateEntity(ns_key("scratch")))
     commit(db, CreateEntity(T, location=f"{ROOT}/t"))
     commit(db, DropEntity(T, "p"))
-    for name in (
-        _table_key(("scratch",), "grab"),
-        _table_key(("db",), "t2"),
-        _view_key(("db",), "t"),
-    ):
+    for name in (_table_key(("scratch",), "grab"), _view_key(("db",), "t")):
         with pytest.raises(BadRequest, match=r"of the dropped table db\.t, kept for undrop"):
             commit(db, CreateEntity(name, location=f"{ROOT}/t"))
     assert live(db, T) is None and len(kept(db)) == 1
-    assert commit(db, UndropEntity(T)).entities[T] is not None  # its location is still its own
+    other = _table_key(("db",), "t2")  # its namespace: drop, then register under a new name
+    assert commit(db, CreateEntity(other, location=f"{ROOT}/t")).entities[other] is not None
+    with pytest.raises(AlreadyExists, match="was taken by another table"):
+        commit(db, UndropEntity(T))
 
 
 def test_kept_tables_hold_up_no_namespace_drop_and_cannot_come_back_without_it(
