@@ -292,12 +292,15 @@ def test_ref_waits_until_its_objects_arrive(tmp_path: Path, config: ClusterConfi
     other = catalog_in(3, 1)
     p = partition_for(TENANT, cat, PARTITIONS)
     store = ViewStore(tmp_path / "view", config)
+    # refs first: objects[p] is empty, this ref needs it applied up to offset 3
+    writer.commit(cat, None, ref(cat, 1), objects_offset=3)
+    writer.commit(other, None, ref(other, 7), objects_offset=0)  # waits behind it
+    _, last_ref = writer.commit(cat, 1, ref(cat, 2, 1), objects_offset=0)
+    # started once all three are in the log, so its first fetch holds them all: started
+    # before, a slow machine let it fetch them one by one, and past the first waiting
+    # one (max_waiting=1) it paused refs[p] with the third not read
     live = ViewConsumer(store, config, max_waiting=1).start()  # pauses refs[p] while waiting
     try:
-        # refs first: objects[p] is empty, this ref needs it applied up to offset 3
-        writer.commit(cat, None, ref(cat, 1), objects_offset=3)
-        writer.commit(other, None, ref(other, 7), objects_offset=0)  # waits behind it
-        _, last_ref = writer.commit(cat, 1, ref(cat, 2, 1), objects_offset=0)
         wait_until(lambda: store.waiting().get(p) == 3)
         assert store.get_ref(RefKey(TENANT, cat, "main")) is None
         assert store.get_ref(RefKey(TENANT, other, "main")) is None
