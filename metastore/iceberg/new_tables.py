@@ -24,6 +24,7 @@ from pyiceberg.table.sorting import SortOrder
 
 from metastore.iceberg.context import Call
 from metastore.iceberg.credential_routes import delegation, vend
+from metastore.iceberg.kept_locations import MayRead, check_may_take
 from metastore.iceberg.table_config import SigningAsk, signing_entries
 from metastore.iceberg.tables import Prepared
 from metastore.keys import EntityKey
@@ -54,10 +55,16 @@ class NewTable:
 
 
 def prepare_new_table(
-    call: Call, key: EntityKey, body: CreateTableBody, write: bool | None, ask: SigningAsk
+    call: Call,
+    key: EntityKey,
+    body: CreateTableBody,
+    write: bool | None,
+    ask: SigningAsk,
+    may_read: MayRead,
 ) -> NewTable:
     """Everything a create does before its commit (blocking). ``write``: whether the
-    vended credentials may write (None: the client asked for none)."""
+    vended credentials may write (None: the client asked for none); ``may_read``: whether
+    the caller may read a table's data (``kept_locations``)."""
     tables, tenant, catalog = call.iceberg.tables, call.tenant, call.catalog
     metadata = tables.new_metadata(
         tenant,
@@ -69,6 +76,7 @@ def prepare_new_table(
         body.location,
         dict(body.properties),
     )
+    check_may_take(call, metadata.location, may_read)
     location = None
     if body.stage_create:
         call.metastore.get_entity(tenant, catalog, EntityKey.namespace_key(key.namespace))

@@ -31,6 +31,7 @@ from metastore.iceberg.context import (
 )
 from metastore.iceberg.credential_routes import asks_for_credentials, may_write
 from metastore.iceberg.etags import IF_NONE_MATCH, delegation_of, not_modified, table_etag, tagged
+from metastore.iceberg.kept_locations import check_may_take, reader
 from metastore.iceberg.metadata_json import metadata_text
 from metastore.iceberg.new_tables import CreateTableBody, prepare_new_table
 from metastore.iceberg.table_config import SigningAsk, add_signing
@@ -107,7 +108,8 @@ async def create_table(request: web.Request) -> web.Response:
     key = table_key(namespace, check_name("table", body.name))
     write = may_write(request, call, key) if asks_for_credentials(request) else None
     ask = SigningAsk.of(request, call)
-    new = await asyncio.to_thread(prepare_new_table, call, key, body, write, ask)
+    may_read = reader(request, call)
+    new = await asyncio.to_thread(prepare_new_table, call, key, body, write, ask, may_read)
     if new.prepared is None or new.metadata_location is None:  # staged: nothing written
         staged = json.loads(metadata_text(new.metadata))
         result: dict[str, Any] = {"metadata-location": None, "metadata": staged, "config": {}}
@@ -140,6 +142,7 @@ async def register_table(request: web.Request) -> web.Response:
     metadata, location = await asyncio.to_thread(
         tables.read_registered, call.tenant, call.catalog, body["metadata-location"]
     )
+    await asyncio.to_thread(check_may_take, call, metadata.location, reader(request, call))
     replace = None
     if body.get("overwrite"):
         try:

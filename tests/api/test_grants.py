@@ -429,3 +429,41 @@ async def test_a_listing_shows_properties_only_where_a_read_of_them_would(
     assert (await admin.ok("GET", f"{sales}/tables"))["tables"][1]["properties"] == {
         "pii": "secret"
     }
+
+
+async def test_taking_a_dropped_tables_location_needs_its_read_privilege(
+    admin: Admin, tenant: str
+) -> None:
+    """A create answers credentials for its location and a register the metadata it
+    names: at a dropped table's location, one who may create in its namespace but may
+    not read it would get its files."""
+    iceberg = f"/v1/{tenant}~c/namespaces/sales/tables"
+    schema = {
+        "type": "struct",
+        "fields": [{"id": 1, "name": "x", "type": "long", "required": False}],
+    }
+    created = await admin.ok("POST", iceberg, {"name": "s", "schema": schema})
+    location, metadata_location = created["metadata"]["location"], created["metadata-location"]
+    assert_status(await admin.call("DELETE", f"{iceberg}/s"), 204)  # kept for undrop
+    ana = await admin.login_as(tenant, "ana")
+    await admin.principal_role(tenant, "eng", "ana")
+    await admin.catalog_role(
+        tenant, "c", "makers", [("TABLE_CREATE", "namespace", ["sales"])], "eng"
+    )
+    register = f"/v1/{tenant}~c/namespaces/sales/register"
+    for method, path, body in (
+        ("POST", iceberg, {"name": "grab", "schema": schema, "location": location}),
+        (
+            "POST",
+            iceberg,
+            {"name": "grab", "schema": schema, "location": location, "stage-create": True},
+        ),
+        ("POST", register, {"name": "grab", "metadata-location": metadata_location}),
+    ):
+        error = assert_error(await ana.call(method, path, body), 403, "ForbiddenException")
+        assert "TABLE_READ_DATA" in error["message"] and "sales.s" in error["message"], error
+    reader = [("TABLE_READ_DATA", "table", ["sales", "s"])]
+    await admin.catalog_role(tenant, "c", "readers", reader, "eng")
+    assert_status(
+        await ana.call("POST", register, {"name": "grab", "metadata-location": metadata_location})
+    )
