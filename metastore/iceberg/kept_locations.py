@@ -45,8 +45,7 @@ def check_may_take(call: Call, location: str, may_read: MayRead) -> None:
     """403 if ``location`` is exactly the one a dropped table keeps and the caller may
     not read that table's data (blocking: reads the catalog's HEAD)."""
     wanted = normalize(location, "table location")
-    records = call.iceberg.tables.records(call.tenant, call.catalog)
-    kept = records.kept_name(wanted.key) if records.holder(wanted.key) is not None else None
+    kept = call.iceberg.tables.records(call.tenant, call.catalog).kept_name(wanted.key)
     if kept is not None and not may_read(kept):
         raise Forbidden(
             f"table location {wanted} is the location of the dropped table {kept.display()}: "
