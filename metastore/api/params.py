@@ -100,7 +100,7 @@ def key_from_json(body: dict[str, object]) -> EntityKey:
     return EntityKey(kind, check_namespace(path[:-1]), check_name(kind.label, path[-1]))
 
 
-_INTEGER = re.compile(r"^[+-]?[0-9]{1,19}$")
+_INTEGER = re.compile(r"^[+-]?[0-9]{1,100}$")  # past 100 digits no id, no size: 400
 
 
 def _int(request: web.Request, name: str) -> int | None:

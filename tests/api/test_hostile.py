@@ -271,6 +271,8 @@ CASES = [
         "GET", c.catalog.ns("ns"), params={"at": c.other_head}), "NoSuchCommitException"),
     Case("at-beyond-64-bits", 404, list_ns(at="99999999999999999999"), "NoSuchCommitException"),
     Case("at-huge", 404, list_ns(at="9" * 40), "NoSuchCommitException"),
+    Case("at-past-any-id", 400, list_ns(at="9" * 5000), "BadRequestException"),
+    Case("at-in-other-digits", 400, list_ns(at="\u0661\u0662"), "BadRequestException"),
     Case("commit-id-not-a-commit", 404, lambda c: Req(
         "GET", c.path + "/commits/12345"), "NoSuchCommitException"),
     Case("commit-id-beyond-64-bits", 404, lambda c: Req(
