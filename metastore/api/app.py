@@ -19,12 +19,14 @@ from metastore.api.identity import identity_ctx
 from metastore.api.middlewares import authenticate, authorize, errors, read_body, tenancy
 from metastore.api.native_events import setup_feed
 from metastore.api.observe import observe
+from metastore.api.origins import origin_guard
 from metastore.api.peers import authenticate_peers, peers_from_config
 from metastore.api.routes import setup_routes
 from metastore.api.routing import route_writes
 from metastore.api.tenancy import setup_tenancy
 from metastore.api.typedefs import CONFIG, METRICS, PEERS, PENDING
 from metastore.config import ServerConfig
+from metastore.config_rules import is_loopback
 from metastore.iceberg.setup import iceberg_ctx
 from metastore.metrics import NodeMetrics
 
@@ -46,7 +48,8 @@ def create_app(config: ServerConfig) -> web.Application:
 def middlewares(config: ServerConfig) -> list[Middleware]:
     """Every request passes these, in this order (``metastore.api.middlewares``; first
     ``metastore.api.observe``: its id, trace, log context, access line and histogram)."""
-    chain: list[Middleware] = [observe, errors, read_body]
+    trusts_loopback = not config.auth_enabled and is_loopback(config.host)
+    chain: list[Middleware] = [observe, errors, origin_guard(trusts_loopback), read_body]
     if config.cluster_mode:
         # node requests are proven (cluster secret, mTLS) before anything acts on them
         chain += [authenticate_peers, route_writes]

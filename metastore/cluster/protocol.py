@@ -77,6 +77,7 @@ HOP_BY_HOP = frozenset(
         "server",
         FORWARDED_HEADER.lower(),
         SIGNATURE_HEADER.lower(),
+        "origin",  # checked where the browser sent it (``api.origins``), not at the owner
     }
 )
 

@@ -62,7 +62,7 @@ async def send_raw(node: NodeProcess, data: bytes) -> Sent:
 def post(path: str, body: bytes, *headers: str) -> bytes:
     head = [
         f"POST {path} HTTP/1.1",
-        "Host: node",
+        "Host: 127.0.0.1",
         "Content-Type: application/json",
         "Connection: close",  # ``send_raw`` reads until the node closes
         *headers,
@@ -73,7 +73,7 @@ def post(path: str, body: bytes, *headers: str) -> bytes:
 
 
 def get(*headers: str, target: str = "/health", version: str = "HTTP/1.1") -> bytes:
-    return ("\r\n".join([f"GET {target} {version}", "Host: node", *headers]) + "\r\n\r\n").encode()
+    return ("\r\n".join([f"GET {target} {version}", "Host: 127.0.0.1", *headers]) + "\r\n\r\n").encode()
 
 
 def refusals(node: NodeProcess) -> int:

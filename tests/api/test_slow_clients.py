@@ -85,14 +85,14 @@ async def one_response(connection: Connection, request: bytes) -> bytes:
 
 
 def health_request() -> bytes:
-    return b"GET /health HTTP/1.1\r\nHost: node\r\n\r\n"
+    return b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
 
 async def test_slow_request_heads_are_cut_off_and_the_node_keeps_answering(
     hasty_node: NodeProcess,
 ) -> None:
     slow = [await connect(hasty_node) for _ in range(20)]
-    head = b"GET /health HTTP/1.1\r\nHost: node\r\nX-Slow: " + b"a" * 1000 + b"\r\n\r\n"
+    head = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 1000 + b"\r\n\r\n"
     senders = [asyncio.create_task(dribble(writer, head)) for _, writer in slow]
     try:
         async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
@@ -123,7 +123,7 @@ async def test_a_slow_body_gets_408_and_writes_nothing(hasty_node: NodeProcess) 
     tenant = unique("t")
     body = json.dumps({"name": tenant}).encode()
     head = (
-        f"POST /api/v1/tenants HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n"
+        f"POST /api/v1/tenants HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"
     ).encode()
     reader, writer = await connect(hasty_node)
