@@ -7,11 +7,14 @@ node given it can wait until its own view has reached that point before reading.
 Embedded mode has no token: its one store is always current.
 
 A token also names the tenant whose write it covers, as a tag (``TokenScopes``): a
-keyed BLAKE2b of the tenant's name under a key derived from the cluster secret, so
-it carries no tenant's name and cannot be made for another tenant without the
-secret (without one, auth is off and the tag is a plain hash). A request accepts
-only tokens of the tenant it acts in: a token taken from another tenant's write is
-refused (400) before anything runs, and tells nothing about that tenant.
+keyed BLAKE2b of the tenant's name, the partition and the offset under a key derived
+from the cluster secret, so it carries no tenant's name and cannot be made without
+the secret (without one, auth is off and the tag is a plain hash): not for another
+tenant, and not for another point of the log either. A made-up offset would make a
+node wait its whole bound for nothing, and how long it waited would tell how far the
+partition's log (every tenant's writes on it) has come. A request accepts only tokens
+of the tenant it acts in, issued by a node: any other is refused (400) before anything
+waits, and tells nothing about another tenant.
 """
 
 from __future__ import annotations
@@ -63,14 +66,20 @@ class TokenScopes:
         secret = cluster_secret.encode()
         self._key = hashlib.sha256(_PERSON + b"\x00" + secret).digest() if secret else b""
 
-    def of(self, tenant: str) -> str:
-        digest = hashlib.blake2b(tenant.encode(), digest_size=8, key=self._key, person=_PERSON)
+    def of(self, tenant: str, partition: int, offset: int) -> str:
+        """The tag of a token for ``tenant``'s write at ``partition``:``offset``."""
+        signed = f"{partition}:{offset}:{tenant}".encode()
+        digest = hashlib.blake2b(signed, digest_size=8, key=self._key, person=_PERSON)
         return digest.hexdigest()
 
+    def token(self, tenant: str, partition: int, offset: int) -> ConsistencyToken:
+        return ConsistencyToken(partition, offset, self.of(tenant, partition, offset))
+
     def check(self, token: ConsistencyToken, tenant: str) -> None:
-        """400 unless ``token`` covers a write of ``tenant``."""
-        if not hmac.compare_digest(token.scope, self.of(tenant)):
+        """400 unless a node issued ``token`` for a write of ``tenant``."""
+        expected = self.of(tenant, token.partition, token.offset)
+        if not hmac.compare_digest(token.scope, expected):
             raise BadRequest(
                 f"{HEADER} was not issued for a write of tenant {tenant!r}: send a token"
-                " only with requests to the tenant whose write answered it"
+                " only with requests to the tenant whose write answered it, as it came"
             )

@@ -22,7 +22,7 @@ from metastore.api.observe import observe
 from metastore.api.origins import origin_guard
 from metastore.api.peers import authenticate_peers, peers_from_config
 from metastore.api.routes import setup_routes
-from metastore.api.routing import route_writes
+from metastore.api.routing import honor_token, route_writes
 from metastore.api.tenancy import setup_tenancy
 from metastore.api.typedefs import CONFIG, METRICS, PEERS, PENDING
 from metastore.config import ServerConfig
@@ -54,7 +54,10 @@ def middlewares(config: ServerConfig) -> list[Middleware]:
         # node requests are proven (cluster secret, mTLS) before anything acts on them
         chain += [authenticate_peers, route_writes]
     # after the routing: a forwarded write is checked at its owner
-    chain += [authenticate, tenancy, authorize]
+    chain += [authenticate, tenancy]
+    if config.cluster_mode:  # a consistency token is waited for once its sender is known
+        chain.append(honor_token)
+    chain.append(authorize)
     return chain
 
 

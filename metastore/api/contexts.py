@@ -273,7 +273,7 @@ def _consistency(app: web.Application) -> ConsistencyHook | None:
 
     def consistency(tenant: str, catalog: str) -> ConsistencyToken:
         partition = node.partition_of(tenant, catalog)
-        return ConsistencyToken(partition, node.store.offset("refs", partition), scopes.of(tenant))
+        return scopes.token(tenant, partition, node.store.offset("refs", partition))
 
     return consistency
 

@@ -32,6 +32,7 @@ import time
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from metastore.api.middlewares import is_open
 from metastore.api.peers import PEER
 from metastore.api.tenancy import check_token
 from metastore.api.typedefs import CLUSTER, CONFIG, HTTP_CLIENT, METRICS, PEERS, ROUTING_STATS
@@ -44,6 +45,7 @@ from metastore.retry import RetryPolicy
 log = logging.getLogger(__name__)
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+TOKEN = web.RequestKey("consistency-token", ConsistencyToken)  # sent, checked, not waited yet
 
 
 @web.middleware
@@ -54,7 +56,7 @@ async def route_writes(request: web.Request, handler: Handler) -> web.StreamResp
     if sent is not None:
         token = ConsistencyToken.parse(sent, node.config.partitions)
         check_token(request, token)  # another tenant's token: 400 before any wait
-        await wait_for_token(node, token, config.consistency_wait_s)
+        request[TOKEN] = token  # waited for once the caller is known (``honor_token``)
     if request.method in SAFE_METHODS:
         return await handler(request)
     body = await request.read()  # cached: the handler and a forward both use it
@@ -81,6 +83,20 @@ async def route_writes(request: web.Request, handler: Handler) -> web.StreamResp
                 f"no owner of partition {partition} accepted the write within "
                 f"{config.forward_timeout_s:.0f}s; nothing was written, retry later"
             )
+
+
+@web.middleware
+async def honor_token(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Wait until this node's view has applied the request's consistency token: after
+    authentication and the token's tenant check (``tenancy``), so only a caller with a
+    token a node issued to its tenant makes a node wait. Before them, anyone could hold
+    any request for the whole bound, and the time it took told how far a partition's
+    log, every tenant's writes on it, had come. The open paths never wait."""
+    token = request.get(TOKEN)
+    if token is not None and not is_open(request.path):
+        config = request.app[CONFIG]
+        await wait_for_token(request.app[CLUSTER], token, config.consistency_wait_s)
+    return await handler(request)
 
 
 def _with_token(response: web.StreamResponse) -> web.StreamResponse:

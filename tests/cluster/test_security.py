@@ -141,6 +141,32 @@ def test_a_client_without_a_token_is_refused_by_every_node(cluster: Cluster) -> 
     assert listed.status_code == 200 and listed.json()["namespaces"] == [], listed.text
 
 
+def test_a_consistency_token_is_waited_for_only_when_a_node_issued_it_to_the_caller(
+    cluster: Cluster,
+) -> None:
+    """A node waited for any token it was sent before it knew the sender: anyone could
+    hold any request for the whole bound (then 503), and how long it waited told how
+    far a partition's log (every tenant's writes) had come. Now a token is checked,
+    then waited for, after authentication, and its tag covers its partition and offset."""
+    auth = bearer(cluster.nodes[0].url)
+    tenant, token = new_catalog(cluster, auth)
+    partition, _, tag = token.split(":")
+    path = f"/api/v1/tenants/{tenant}/catalogs/c/namespaces"
+    far = f"{partition}:99999999999999999999:{tag}"  # the real tag, moved far ahead
+    for node in cluster.nodes:
+        anonymous = {HEADER: far}
+        assert_refused(
+            requests.get(node.url + "/api/v1/whoami", headers=anonymous, timeout=TIMEOUT)
+        )
+        # the path names the tenant: its tag is checked at once (moved: no node issued it)
+        assert_refused(requests.get(node.url + path, headers=anonymous, timeout=TIMEOUT), 400)
+        assert requests.get(node.url + "/health", headers=anonymous, timeout=TIMEOUT).ok
+        moved = requests.get(node.url + path, headers={**auth, HEADER: far}, timeout=TIMEOUT)
+        assert moved.status_code == 400 and "as it came" in moved.text, moved.text
+        issued = requests.get(node.url + path, headers={**auth, HEADER: token}, timeout=TIMEOUT)
+        assert issued.status_code == 200, issued.text
+
+
 def test_writes_forward_to_owners_under_the_clients_identity(cluster: Cluster) -> None:
     auth = bearer(cluster.nodes[1].url)  # tokens of one node are valid on every node
     tenant, token = new_catalog(cluster, auth)

@@ -11,7 +11,7 @@ SECRET = "a-cluster-secret-of-32-characters!"
 
 
 def test_a_token_round_trips() -> None:
-    token = ConsistencyToken(11, 123456, TokenScopes(SECRET).of("acme"))
+    token = TokenScopes(SECRET).token("acme", 11, 123456)
     assert ConsistencyToken.parse(token.encode(), 12) == token
 
 
@@ -43,7 +43,7 @@ def test_malformed_or_foreign_tokens_are_bad_requests(text: str) -> None:
 
 def test_a_token_is_accepted_for_its_own_tenant_only() -> None:
     scopes = TokenScopes(SECRET)
-    token = ConsistencyToken(3, 7, scopes.of("acme"))
+    token = scopes.token("acme", 3, 7)
     scopes.check(token, "acme")
     with pytest.raises(BadRequest, match="tenant 'beta'") as refused:
         scopes.check(token, "beta")
@@ -52,7 +52,17 @@ def test_a_token_is_accepted_for_its_own_tenant_only() -> None:
 
 def test_the_tag_is_keyed_by_the_cluster_secret() -> None:
     """Without the secret nobody can make a tag for a tenant (nodes with a secret)."""
-    assert TokenScopes(SECRET).of("acme") != TokenScopes(SECRET + "x").of("acme")
-    assert TokenScopes(SECRET).of("acme") != TokenScopes("").of("acme")
-    assert TokenScopes(SECRET).of("acme") == TokenScopes(SECRET).of("acme")
-    assert "acme" not in TokenScopes("").of("acme")
+    assert TokenScopes(SECRET).of("acme", 1, 2) != TokenScopes(SECRET + "x").of("acme", 1, 2)
+    assert TokenScopes(SECRET).of("acme", 1, 2) != TokenScopes("").of("acme", 1, 2)
+    assert TokenScopes(SECRET).of("acme", 1, 2) == TokenScopes(SECRET).of("acme", 1, 2)
+    assert "acme" not in TokenScopes("").of("acme", 1, 2)
+
+
+def test_a_token_cannot_be_moved_to_another_point_of_the_log() -> None:
+    """A made-up offset (or partition) under a real tag would make a node wait its
+    whole bound, and how long it waited would tell how far the log had come."""
+    scopes = TokenScopes(SECRET)
+    token = scopes.token("acme", 3, 7)
+    for moved in (ConsistencyToken(3, 10**19, token.scope), ConsistencyToken(2, 7, token.scope)):
+        with pytest.raises(BadRequest, match="as it came"):
+            scopes.check(moved, "acme")
