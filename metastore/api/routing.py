@@ -36,6 +36,7 @@ from metastore.api.middlewares import is_open
 from metastore.api.peers import PEER
 from metastore.api.tenancy import check_token
 from metastore.api.typedefs import CLUSTER, CONFIG, HTTP_CLIENT, METRICS, PEERS, ROUTING_STATS
+from metastore.api.validation import body_of
 from metastore.cluster import protocol
 from metastore.cluster.node import ClusterNode
 from metastore.consistency import HEADER, WRITTEN, ConsistencyToken
@@ -59,7 +60,9 @@ async def route_writes(request: web.Request, handler: Handler) -> web.StreamResp
         request[TOKEN] = token  # waited for once the caller is known (``honor_token``)
     if request.method in SAFE_METHODS:
         return await handler(request)
-    body = await request.read()  # cached: the handler and a forward both use it
+    # as decoded (``read_body``): a forward drops the client's Content-Encoding, so it
+    # sends, and signs, the body the handler here would have read
+    body = body_of(request)
     attempts = RetryPolicy(base_s=0.05, max_s=0.5, deadline_s=config.forward_timeout_s).start(
         clock=asyncio.get_running_loop().time
     )

@@ -12,6 +12,7 @@ cannot pass a request off as forwarded.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -139,6 +140,23 @@ def test_a_client_without_a_token_is_refused_by_every_node(cluster: Cluster) -> 
         cluster.nodes[1].url + path, headers={**auth, HEADER: token}, timeout=TIMEOUT
     )
     assert listed.status_code == 200 and listed.json()["namespaces"] == [], listed.text
+
+
+def test_a_compressed_write_is_forwarded_as_its_owner_reads_it(cluster: Cluster) -> None:
+    """The forward sent the body as the client coded it but without its
+    Content-Encoding: a gzip write through a node that did not own the catalog was a
+    400 (the owner read gzip as JSON), through the owner a 201."""
+    auth = bearer(cluster.nodes[0].url)
+    tenant, token = new_catalog(cluster, auth)
+    owner = cluster.wait_owner(cluster.partition(tenant, "c"))
+    path = f"/api/v1/tenants/{tenant}/catalogs/c/namespaces"
+    for i, node in enumerate(cluster.nodes):
+        body = gzip.compress(json.dumps({"namespace": [f"zipped{i}"]}).encode())
+        headers = {**auth, HEADER: token, "Content-Encoding": "gzip"}
+        headers["Content-Type"] = "application/json"
+        reply = requests.post(node.url + path, data=body, headers=headers, timeout=TIMEOUT)
+        assert reply.status_code == 201, (node is owner, reply.text)
+        token = reply.headers[HEADER]
 
 
 def test_a_consistency_token_is_waited_for_only_when_a_node_issued_it_to_the_caller(
