@@ -100,8 +100,18 @@ def orphan_metadata_files(
 
 
 def delete_file(orphan: OrphanFile) -> bool:
-    """Delete one orphan after checking containment again (True: it is gone now)."""
-    if not is_inside(orphan.path, orphan.location, resolve=True):
+    """Delete one orphan after checking again that it is what a listing finds: a
+    metadata file right in its table's ``metadata/`` folder, contained in it by its
+    real path (True: it is gone now)."""
+    path = _normalized(orphan.path)
+    folder = _normalized(f"{orphan.location.rstrip('/')}/{METADATA_DIR}")
+    if (
+        path is None
+        or folder is None
+        or not path.endswith(METADATA_SUFFIX)
+        or path.rsplit("/", 1)[0] != folder
+        or not is_inside(orphan.path, orphan.location, resolve=True)
+    ):
         return False
     location = normalize(orphan.path, file=True)
     try:

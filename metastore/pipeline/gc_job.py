@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -126,6 +127,7 @@ def _phases(
     resumed = mark_state is not None and gc.phase != "mark" and not gc.dry_run
     if resumed:
         assert mark_state is not None
+        _check_own_mark(mark_state, options.out)
         if not Path(mark_state["file"]).exists():
             resumed, mark_state = False, None
     if not resumed and gc.phase == "sweep":
@@ -157,6 +159,30 @@ def _phases(
     summary.update(totals.to_json())
     summary["summary"] = _render(summary, gc)
     return summary
+
+
+_MARK_DIR = re.compile(r"mark-[0-9]{1,20}")
+
+
+def _check_own_mark(mark_state: dict[str, Any], out: Path) -> None:
+    """A mark to resume from is one a run of this job wrote under ``--out``: the task
+    record that names it is the node's, and a record naming a file elsewhere (any
+    service admin may write one) made the sweep delete whatever that file listed."""
+    own = out.resolve()
+    for key, name in (("file", "mark.json"), ("path", "candidates.parquet")):
+        raw = mark_state.get(key)
+        path = Path(raw).resolve() if isinstance(raw, str) else None
+        if (
+            path is None
+            or path.name != name
+            or path.parent.parent != own
+            or _MARK_DIR.fullmatch(path.parent.name) is None
+        ):
+            raise JobError(
+                f"the task's recorded mark {str(raw)[:200]!r} is not one this job wrote "
+                f"under --out {str(out)!r}: not resumed (run with that --out, or --phase "
+                "mark again)"
+            )
 
 
 def _mark(

@@ -557,3 +557,43 @@ def test_a_table_dropped_without_purge_keeps_its_files_until_its_retention_passe
     assert ran.status == 0 and ran.summary["collected"] == 1, ran.stdout
     assert not [p for p in root.rglob("*.parquet")]  # purged with it
     assert http.call("POST", f"{base}/namespaces/ns/tables/t/undrop")[0] == 404
+
+
+def test_a_recorded_mark_the_job_did_not_write_is_not_swept(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A sweep resumes from the mark its task record names. The record is the node's
+    (any service admin may write it): one naming a file elsewhere made the sweep delete
+    whatever that file listed, here a file outside every table and warehouse."""
+    with NodeProcess(tmp_path / "data", log_path=tmp_path / "node.log") as node:
+        http = Http(node.url)
+        precious = tmp_path / "operator-home" / "precious.txt"
+        precious.parent.mkdir()
+        precious.write_text("must survive gc\n")
+        planted = tmp_path / "elsewhere" / "mark-1" / "mark.json"  # a mark's name, not --out
+        planted.parent.mkdir(parents=True)
+        orphan = {"location": precious.parent.as_uri(), "path": precious.as_uri()}
+        catalog = {"tenant": "default", "catalog": "default", "mark_head": "0", "heads": {}}
+        counts = {"objects": 0, "reachable": 0, "candidates": 0, "candidate_bytes": 0}
+        files = {"unlisted_locations": 0, "files": [{**orphan, "modified_us": 0, "size": 0}]}
+        planted.write_text(json.dumps({"catalogs": [{**catalog, **counts, **files}]}))
+        mark_state = {
+            "file": str(planted),
+            "path": str(planted.with_name("candidates.parquet")),
+            "marked": 0,
+            "candidates": 0,
+            "mark_us": 0,
+            "objects_per_s": 0,
+            "grace_s": 0,
+            "retention_s": 0,
+        }
+        task = {"job": "gc", "scope": "all", "run": "planted", "lease-seconds": 1}
+        http.ok("POST", "/api/v1/admin/tasks", task)
+        progress = {"mark": mark_state, "swept": 0, "counts": {}}
+        renewal = {"run": "planted", "lease-seconds": 1, "progress": progress}
+        record = http.ok("PUT", "/api/v1/admin/tasks/gc/all", renewal)
+        while time.time() * 1000 <= record["lease-expires-at-ms"]:  # a crashed run's lease
+            time.sleep(0.1)
+        ran = gc(spark, "--url", node.url, "--phase", "sweep", "--out", str(tmp_path / "out"))
+        assert ran.status != 0, ran.stdout
+        assert precious.read_text() == "must survive gc\n"

@@ -9,7 +9,7 @@ import pytest
 
 from metastore.errors import BadRequest
 from metastore.locations import catalog_root, check_inside, is_inside, linked_below, normalize
-from metastore.pipeline.gc_files import orphan_metadata_files
+from metastore.pipeline.gc_files import OrphanFile, delete_file, orphan_metadata_files
 
 ROOT = "file:///wh/default/c"
 
@@ -194,3 +194,20 @@ def test_the_gc_listing_skips_a_table_folder_that_is_a_link(tmp_path: Path) -> N
     assert listing.orphans == [] and listing.unlisted == 1
     listing = orphan_metadata_files([f"file://{root}/ns/victim"], [], 10**18, [f"file://{root}"])
     assert [o.path.rsplit("/", 1)[1] for o in listing.orphans] == ["00001-x.metadata.json"]
+
+
+def test_the_gc_deletes_only_what_a_listing_finds(tmp_path: Path) -> None:
+    """An orphan comes from the mark: the sweep deletes it only if it is a metadata
+    file right in its table's ``metadata/`` folder, whatever the mark said."""
+    table = tmp_path / "cat" / "ns" / "t"
+    (table / "metadata").mkdir(parents=True)
+    (table / "data").mkdir()
+    kept = [table / "metadata" / "notes.txt", table / "data" / "00001-x.metadata.json"]
+    gone = table / "metadata" / "00002-y.metadata.json"
+    for path in (*kept, gone):
+        path.write_text("{}")
+    for path in kept:
+        assert not delete_file(OrphanFile(table.as_uri(), path.as_uri(), 0, 2))
+        assert path.exists()
+    assert delete_file(OrphanFile(table.as_uri(), gone.as_uri(), 0, 2))
+    assert not gone.exists()
