@@ -595,5 +595,5 @@ def test_a_recorded_mark_the_job_did_not_write_is_not_swept(
         while time.time() * 1000 <= record["lease-expires-at-ms"]:  # a crashed run's lease
             time.sleep(0.1)
         ran = gc(spark, "--url", node.url, "--phase", "sweep", "--out", str(tmp_path / "out"))
-        assert ran.status != 0, ran.stdout
+        assert ran.status == 2, ran.stdout
         assert precious.read_text() == "must survive gc\n"
