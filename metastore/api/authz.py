@@ -11,6 +11,7 @@ everything is allowed and shown: a node without authentication trusts its networ
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from aiohttp import web
 
@@ -19,9 +20,17 @@ from metastore.security.policy import EVERYTHING, Visibility
 from metastore.security.privileges import Privilege
 from metastore.security.securables import Securable
 
+
+class RouteRule(Protocol):
+    """A route's rule (``metastore.api.access``), as a long-lived handler runs it again."""
+
+    async def check(self, request: web.Request, checker: Checker) -> None: ...
+
+
 # request-scoped, typed keys (aiohttp warns on string keys):
 CHECKER = web.RequestKey("authz-checker", Checker)  # set by the authorize middleware (auth on)
 VISIBLE = web.RequestKey("authz-visible", Visibility)  # set on listing routes (auth on)
+RULE = web.RequestKey("authz-rule", RouteRule)  # the route's rule, passed (auth on)
 
 
 def checker(request: web.Request) -> Checker | None:

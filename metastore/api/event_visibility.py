@@ -6,9 +6,16 @@ anything held on or below the entity: ``Checker.browse``), under its new name or
 for a rename, its old one. The catalog's own record is shown iff the caller's
 listing of the tenant's catalogs would show the catalog. Visibilities are worked out
 once per parent per page: a few dict lookups per event.
+
+A table's event names its new snapshot and the snapshot's operation: what a load of
+the table shows, so only a caller that may read its data (``TABLE_READ_DATA``) sees
+them (``redactor``); one that may only list it sees that it changed.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
 
 from metastore.errors import Forbidden
 from metastore.events import Event
@@ -16,7 +23,7 @@ from metastore.feed import Shows
 from metastore.keys import CATALOG_RECORD, EntityKey, Kind
 from metastore.security.authorizer import Checker
 from metastore.security.policy import Visibility
-from metastore.security.privileges import Level
+from metastore.security.privileges import Level, Privilege
 from metastore.security.securables import Securable
 
 _LEVELS = {Kind.NAMESPACE: Level.NAMESPACE, Kind.TABLE: Level.TABLE, Kind.VIEW: Level.VIEW}
@@ -56,3 +63,28 @@ def shows_for(checker: Checker | None, tenant: str, catalog: str) -> Shows:
         return sees(event.key) or (event.previous_key is not None and sees(event.previous_key))
 
     return shows
+
+
+def redactor(checker: Checker | None, tenant: str, catalog: str) -> Callable[[Event], Event]:
+    """Each shown event as ``checker``'s caller may see it: a table's snapshot fields only
+    with ``TABLE_READ_DATA`` on it. Blocking, like ``shows_for``."""
+    if checker is None or checker.service_admin:
+        return _same
+    reads: dict[EntityKey, bool] = {}
+
+    def redact(event: Event) -> Event:
+        if event.snapshot_id is None or event.key.kind is not Kind.TABLE:
+            return event
+        key = event.key
+        if key not in reads:
+            securable = Securable.of_entity(tenant, catalog, key)
+            reads[key] = checker.allows(Privilege.TABLE_READ_DATA, securable)
+        if reads[key]:
+            return event
+        return replace(event, snapshot_id=None, snapshot_operation=None)
+
+    return redact
+
+
+def _same(event: Event) -> Event:
+    return event

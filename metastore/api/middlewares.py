@@ -19,7 +19,7 @@ from aiohttp.web_protocol import RequestPayloadError
 from metastore import logs
 from metastore.api import body_coding
 from metastore.api.access import rule_for
-from metastore.api.authz import CHECKER
+from metastore.api.authz import CHECKER, RULE
 from metastore.api.guards import Metrics, Open
 from metastore.api.observe import CLIENT_CLOSED
 from metastore.api.peers import is_node_request
@@ -163,5 +163,6 @@ async def authorize(request: web.Request, handler: Handler) -> web.StreamRespons
             raise Forbidden("this route has no authorization rule: service admins only")
     else:
         await rule.check(request, checker)
+        request[RULE] = rule  # a stream checks it again (``native_events``)
     request[CHECKER] = checker
     return await handler(request)

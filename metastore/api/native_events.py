@@ -14,13 +14,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from dataclasses import replace
 
 from aiohttp import web
 
 from metastore.api import params
+from metastore.api.authz import RULE
 from metastore.api.authz import checker as request_checker
 from metastore.api.event_forms import ACCEPT_BATCH, render, render_page, wants_stream
-from metastore.api.event_visibility import shows_for
+from metastore.api.event_visibility import redactor, shows_for
 from metastore.api.principal import caller
 from metastore.api.typedefs import (
     AUTHORIZER,
@@ -138,7 +140,9 @@ async def _page(
         objects = metastore.objects(tenant, catalog)
         shows = shows_for(checker, tenant, catalog)
         links = stored_links(metastore.persistence, metastore.codec, tenant, catalog)
-        return read_page(objects, head, after, limit, shows, chains, links, lagging=lagging)
+        page = read_page(objects, head, after, limit, shows, chains, links, lagging=lagging)
+        redact = redactor(checker, tenant, catalog)
+        return replace(page, events=[redact(e) for e in page.events])
 
     return await metastore.read(read)
 
@@ -216,8 +220,10 @@ async def _next_page(
 
 async def _recheck(request: web.Request) -> Checker | None:
     """The caller's checker as of now: its token verified again (a disabled, deleted or
-    rotated principal, or an expired token, ends the stream) and its tenant's current
-    policy (a revoked grant hides what it showed)."""
+    rotated principal, or an expired token, ends the stream), its tenant's current
+    policy (a revoked grant hides what it showed), and the route's rule run again (a
+    caller that may no longer read the feed at all gets a 403 frame and the end of the
+    stream: it went on announcing each commit's position, its sequence and timing)."""
     if not request.app[CONFIG].auth_enabled:
         return None
     header = request.headers.get("Authorization")
@@ -228,6 +234,9 @@ async def _recheck(request: web.Request) -> Checker | None:
     checker = authorizer.checker(principal)
     if not checker.service_admin:
         checker.use(await authorizer.policies.ready(principal.tenant))
+    rule = request.get(RULE)
+    if rule is not None:
+        await rule.check(request, checker)
     return checker
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import aiohttp
 import pytest
@@ -467,3 +468,84 @@ async def test_taking_a_dropped_tables_location_needs_its_read_privilege(
     assert_status(
         await ana.call("POST", register, {"name": "grab", "metadata-location": metadata_location})
     )
+
+
+async def _snapshot(admin: Admin, tenant: str, table: str, snapshot_id: int) -> None:
+    """An append of no files to an Iceberg table (its manifest list is never read)."""
+    path = f"/v1/{tenant}~c/namespaces/sales/tables/{table}"
+    location = (await admin.ok("GET", path))["metadata"]["location"]
+    snapshot = {
+        "snapshot-id": snapshot_id,
+        "sequence-number": 1,
+        "timestamp-ms": 1_700_000_000_000,
+        "manifest-list": f"{location}/metadata/snap-{snapshot_id}.avro",
+        "summary": {"operation": "append"},
+        "schema-id": 0,
+    }
+    updates = [
+        {"action": "add-snapshot", "snapshot": snapshot},
+        {
+            "action": "set-snapshot-ref",
+            "ref-name": "main",
+            "type": "branch",
+            "snapshot-id": snapshot_id,
+        },
+    ]
+    await admin.ok("POST", path, {"updates": updates})
+
+
+async def test_the_feed_shows_a_snapshot_only_to_who_may_load_the_table(
+    admin: Admin, tenant: str
+) -> None:
+    """A table's event names its new snapshot and its operation, what a load shows: a
+    caller that may only list the table sees that it changed, not the snapshot."""
+    schema = {
+        "type": "struct",
+        "fields": [{"id": 1, "name": "x", "type": "long", "required": False}],
+    }
+    await admin.ok(
+        "POST", f"/v1/{tenant}~c/namespaces/sales/tables", {"name": "payroll", "schema": schema}
+    )
+    await _snapshot(admin, tenant, "payroll", 4242)
+    ana = await admin.login_as(tenant, "ana")
+    await admin.principal_role(tenant, "eng", "ana")
+    listing = [("TABLE_LIST", "catalog", []), ("NAMESPACE_LIST", "catalog", [])]
+    await admin.catalog_role(tenant, "c", "listers", listing, "eng")
+
+    async def snapshots() -> list[Any]:
+        page = await ana.ok("GET", f"{catalog(tenant)}/events?limit=100")
+        tables = [e for e in page["events"] if e["kind"] == "table"]
+        assert tables, page
+        return [e.get("snapshot-id") for e in tables]
+
+    assert set(await snapshots()) == {None}
+    read = [("TABLE_READ_DATA", "table", ["sales", "payroll"])]
+    await admin.catalog_role(tenant, "c", "readers", read, "eng")
+    assert 4242 in await snapshots()
+
+
+async def test_a_stream_ends_when_its_caller_may_no_longer_read_the_feed(
+    api: Api, admin: Admin, tenant: str
+) -> None:
+    """An open stream went on announcing each commit's position (its sequence and
+    timing) after every grant was revoked: now the next commit ends it with a 403."""
+    ana = await admin.login_as(tenant, "ana")
+    await admin.principal_role(tenant, "eng", "ana")
+    listing = [("TABLE_LIST", "catalog", []), ("NAMESPACE_LIST", "catalog", [])]
+    await admin.catalog_role(tenant, "c", "listers", listing, "eng")
+    url = f"{api.base_url}{catalog(tenant)}/events"
+    headers = {"Accept": "text/event-stream", "Authorization": f"Bearer {ana.token}"}
+    timeout = aiohttp.ClientTimeout(total=60)
+    async with (
+        aiohttp.ClientSession(timeout=timeout) as session,
+        session.get(url, headers=headers) as response,
+    ):
+        assert response.status == 200, await response.text()
+        await response.content.readline()  # the stream is open
+        member = f"{tenant_path(tenant)}/principal-roles/eng/principals/ana"
+        assert_status(await admin.call("DELETE", member), 204)
+        namespaces = f"{catalog(tenant)}/namespaces"
+        await admin.ok("POST", namespaces, {"namespace": ["after"]}, 201)
+        rest = (await response.content.read()).decode()
+    assert '"code":403' in rest, rest
+    assert '"namespace":["after"]' not in rest and '"name":["after"]' not in rest, rest
