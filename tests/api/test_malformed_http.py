@@ -73,7 +73,8 @@ def post(path: str, body: bytes, *headers: str) -> bytes:
 
 
 def get(*headers: str, target: str = "/health", version: str = "HTTP/1.1") -> bytes:
-    return ("\r\n".join([f"GET {target} {version}", "Host: 127.0.0.1", *headers]) + "\r\n\r\n").encode()
+    lines = [f"GET {target} {version}", "Host: 127.0.0.1", *headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
 def refusals(node: NodeProcess) -> int:
