@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from metastore.api.authz import checker
+from metastore.api.authz import may
 from metastore.errors import Forbidden
 from metastore.iceberg.context import Call
 from metastore.keys import EntityKey
@@ -30,15 +30,10 @@ MayRead = Callable[[EntityKey], bool]
 def reader(request: web.Request, call: Call) -> MayRead:
     """Whether the caller may read a table's data (everyone, with auth off); the check
     may read the catalog's record id: call it off the event loop."""
-    found = checker(request)
-    if found is None:
-        return lambda _key: True
-
-    def may_read(key: EntityKey) -> bool:
-        securable = Securable.of_entity(call.tenant, call.catalog, key)
-        return found.allows(Privilege.TABLE_READ_DATA, securable)
-
-    return may_read
+    allows = may(request)
+    return lambda key: allows(
+        Privilege.TABLE_READ_DATA, Securable.of_entity(call.tenant, call.catalog, key)
+    )
 
 
 def check_may_take(call: Call, location: str, may_read: MayRead) -> None:
