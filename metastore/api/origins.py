@@ -61,5 +61,8 @@ def origin_guard(loopback_names_only: bool) -> Middleware:
 
 def _loopback_name(host: str) -> bool:
     """``host`` (a ``Host`` header: name or address, maybe a port) names this machine."""
-    name = urlsplit(f"//{host}").hostname or ""
+    try:
+        name = urlsplit(f"//{host}").hostname or ""
+    except ValueError:  # "[bad": no name at all, and never a 500
+        return False
     return name == "localhost" or name.endswith(".localhost") or is_loopback(name)

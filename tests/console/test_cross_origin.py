@@ -101,7 +101,9 @@ def test_writes_without_an_origin_or_from_the_nodes_own_go_through(node: NodePro
     assert ["evil"] not in _namespaces(node)
 
 
-@pytest.mark.parametrize("host", ["attacker.example", "attacker.example:80", "10.0.0.1", "[::2]"])
+@pytest.mark.parametrize(
+    "host", ["attacker.example", "attacker.example:80", "10.0.0.1", "[::2]", "[bad", "a]b"]
+)
 def test_a_name_that_is_not_loopback_gets_nothing(node: NodeProcess, host: str) -> None:
     """A domain re-pointed at 127.0.0.1 (DNS rebinding) is same-origin with the node in
     the browser's eyes: its pages could read everything. Its name is refused."""
