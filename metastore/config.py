@@ -47,9 +47,9 @@ from metastore.config_rules import (
     integer,
     is_loopback,
     number,
+    parse_admins,
     parse_clients,
     parse_namespace_separator,
-    parse_principal_ids,
     parse_string_map,
 )
 from metastore.credentials import ENV_PREFIX as CREDENTIALS_ENV_PREFIX
@@ -193,7 +193,7 @@ class ServerConfig:
     # "id:secret,id2:secret2": service principals of the default tenant created at startup
     # if they do not exist yet; after that the API manages them (secret)
     auth_clients: str = ""
-    auth_admins: str = ""  # "id,name@tenant": principals holding the service-admin role
+    auth_admins: str = ""  # "id,user:name@tenant": principals holding the service-admin role
     metrics_auth: bool = False  # /metrics for service admins only (else open, like /health)
     # external identity provider (OIDC): tokens it signs name users of oidc_tenant
     oidc_issuer: str = ""  # e.g. https://idp.example.com/realms/acme ("" = none)
@@ -263,8 +263,8 @@ class ServerConfig:
         parse_string_map("warehouse_io", self.warehouse_io)
         check_choice("auth", self.auth, AUTH_MODES)
         parse_clients("auth_clients", self.auth_clients)
-        parse_principal_ids("auth_admins", self.auth_admins)
         self.oidc  # noqa: B018 - refuses an incomplete or unusable identity provider
+        self.service_admins  # noqa: B018 - after oidc: a bare id in its tenant is ambiguous
         self._check_cluster_security()  # after auth: it depends on auth_enabled
         self._check_storage()
 
@@ -441,8 +441,11 @@ class ServerConfig:
         return parse_clients("auth_clients", self.auth_clients)
 
     @property
-    def service_admins(self) -> frozenset[str]:
-        return parse_principal_ids("auth_admins", self.auth_admins)
+    def service_admins(self) -> frozenset[tuple[str, str]]:
+        """(kind, principal id) of each ``auth_admins`` entry (``parse_admins``)."""
+        provider = self.oidc
+        tenant = provider.tenant if provider is not None else None
+        return parse_admins("auth_admins", self.auth_admins, tenant, self.clients.keys())
 
     @property
     def namespace_separator(self) -> str:

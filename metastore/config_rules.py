@@ -13,11 +13,12 @@ import ipaddress
 import json
 import math
 import re
+from collections.abc import Collection
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from metastore.errors import bounded
-from metastore.security.principal import RESERVED_NAMES
+from metastore.security.principal import DEFAULT_TENANT, RESERVED_NAMES, Principal
 
 MIN_SECRET_CHARS = 8
 MAX_SECRET_CHARS = 1024
@@ -302,23 +303,53 @@ def check_secret(secret: str) -> str:
     return secret
 
 
-def parse_principal_ids(setting: str, text: str) -> frozenset[str]:
-    """``id[,id...]``: principal ids, ``name`` (the default tenant) or ``name@tenant``."""
-    ids: set[str] = set()
+ADMIN_KINDS = ("service", "user")  # what an entry of the service-admin list may name
+
+
+def parse_admins(
+    setting: str, text: str, provider_tenant: str | None, clients: Collection[str]
+) -> frozenset[tuple[str, str]]:
+    """``entry[,entry...]`` -> {(kind, principal id)}: each entry ``id``,
+    ``service:id`` or ``user:id``, an id ``name`` (the default tenant) or
+    ``name@tenant``.
+
+    A service principal and a user of the identity provider may share a name, and
+    the service principal's record may come and go (a routine delete), so an entry
+    names one kind: a bare id names a service principal, unless it lies in the
+    provider's tenant (``provider_tenant``), where it could name either and is
+    refused unless it is a bootstrap client (``clients``, service principals). Were
+    the kind guessed from which record exists, deleting service principal ``ops``
+    would make any provider user who signs in as ``ops`` a service admin."""
+    admins: set[tuple[str, str]] = set()
     if not text:
         return frozenset()
     for position, entry in enumerate(text.split(","), start=1):
-        name, at, tenant = entry.partition("@")
+        kind, colon, principal = entry.rpartition(":")
+        if colon and kind not in ADMIN_KINDS:
+            raise ConfigError(setting, f"entry {position}: the kind must be service or user")
+        name, at, tenant = principal.partition("@")
         if not CLIENT_ID.fullmatch(name) or (at and not CLIENT_ID.fullmatch(tenant)):
             raise ConfigError(
                 setting,
                 f"entry {position} is not a principal id: name or name@tenant, each 1-128 of"
-                " A-Z a-z 0-9 _ . - starting with a letter or digit",
+                " A-Z a-z 0-9 _ . - starting with a letter or digit, with an optional"
+                " service: or user: before it",
             )
         if name in RESERVED_NAMES:
             raise ConfigError(setting, f"entry {position}: {name!r} is reserved")
-        ids.add(entry)
-    return frozenset(ids)
+        tenant = tenant if at else DEFAULT_TENANT
+        ident = Principal(tenant, name, "service").id  # name@default is name
+        if not colon:
+            if tenant == provider_tenant and ident not in clients:
+                raise ConfigError(
+                    setting,
+                    f"entry {position} ({principal}) is in the identity provider's tenant"
+                    f" {tenant}, where it may be a service principal or a provider user:"
+                    f" write service:{principal} or user:{principal}",
+                )
+            kind = "service"
+        admins.add((kind, ident))
+    return frozenset(admins)
 
 
 def check_claim(setting: str, claim: str) -> None:

@@ -310,7 +310,7 @@ def check_security(compose: Compose) -> Problems:
             problems.append(f"{name}: auth is off")
         if not config.clients:
             problems.append(f"{name}: no bootstrap client (METASTORE_AUTH_CLIENTS)")
-        elif not set(config.clients) & config.service_admins:
+        elif not {("service", c) for c in config.clients} & config.service_admins:
             problems.append(
                 f"{name}: no bootstrap client is a service admin (METASTORE_AUTH_ADMINS)"
             )

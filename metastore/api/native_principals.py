@@ -30,7 +30,7 @@ from metastore.keys import SYSTEM_CATALOG
 from metastore.model import Entity
 from metastore.security.grants import TENANT_ADMIN
 from metastore.security.principal import Principal, PrincipalKind
-from metastore.security.principals import check_principal_name, record_of
+from metastore.security.principals import NoSuchPrincipal, check_principal_name, record_of
 from metastore.security.records import principal_key
 from metastore.security.signing import TOKEN_KEYS as TOKEN_KEYS_RECORD
 
@@ -95,14 +95,18 @@ def _once(request: web.Request, tenant: str, body: Mapping[str, Any] | None = No
     return Idempotency.of(request, request.app[METASTORE], tenant, SYSTEM_CATALOG)
 
 
-async def _may_change(request: web.Request, tenant: str, name: str, what: str) -> None:
+async def _may_change(
+    request: web.Request, tenant: str, name: str, what: str, shuts_out: str | None = None
+) -> None:
     """403 unless the caller may ``what`` (create, rotate, ...) principal ``name``: only
     a service admin changes a principal that ``METASTORE_AUTH_ADMINS`` names, and only a
     tenant admin (or a service admin) one that holds ``tenant_admin``. Rotating a
     secret, or creating the principal an admin id names, gives the caller that
     principal's tokens: a holder of ``PRINCIPAL_ROTATE_CREDENTIALS`` or
     ``PRINCIPAL_CREATE`` would otherwise become an admin of its tenant, or of every
-    tenant (disabling or deleting one would lock its tenant's administration out)."""
+    tenant (disabling or deleting one would lock its tenant's administration out).
+    ``shuts_out`` ("service" for a creation, "record" for a disable): the change could
+    refuse a provider user's tokens (``_shuts_out_user``)."""
     found = checker(request)
     if found is None or found.service_admin:  # auth off, or the operator's own
         return
@@ -116,6 +120,31 @@ async def _may_change(request: web.Request, tenant: str, name: str, what: str) -
     policy = await request.app[METASTORE].read(authorizer.policies.get, tenant)
     if policy.is_member(TENANT_ADMIN, name):
         raise Forbidden(f"only tenant admins may {what} {name}, who holds {TENANT_ADMIN}")
+    if shuts_out is not None and await _shuts_out_user(request, tenant, name, shuts_out):
+        raise Forbidden(
+            f"only tenant admins may {what} {name} in the identity provider's tenant"
+            f" {tenant}: it would shut out the provider's user {name}, whose roles"
+            " (tenant_admin among them) come with its token"
+        )
+
+
+async def _shuts_out_user(request: web.Request, tenant: str, name: str, kind: str) -> bool:
+    """Whether a service principal named ``name`` (``kind`` "service": created) or a
+    disabled record of it (``kind`` "record": the one there disabled) would refuse the
+    tokens of the identity provider's user ``name`` in ``tenant``. The node cannot know
+    which names the provider's users have, nor which of them hold ``tenant_admin`` (their
+    roles come with their tokens), so in the provider's tenant this is a tenant admin's."""
+    provider = request.app[CONFIG].oidc
+    if provider is None or provider.tenant != tenant:
+        return False
+    if kind == "service":
+        return True
+    principals = request.app[IDENTITY].principals
+    try:
+        record = record_of(await request.app[METASTORE].read(principals.get, tenant, name))
+    except NoSuchPrincipal:
+        return False
+    return record is not None and record.type == "user"
 
 
 @routes.get(PRINCIPALS)
@@ -139,13 +168,14 @@ async def create_principal(request: web.Request) -> web.Response:
     tenant = params.tenant(request)
     body = await read_json(request, "create_principal")
     name = check_principal_name(body["name"])
-    await _may_change(request, tenant, name, "create")
+    kind = body.get("type", "service")
+    await _may_change(request, tenant, name, "create", "service" if kind == "service" else None)
     principals = request.app[IDENTITY].principals
     entity, secret = await _once(request, tenant, body).run(
         lambda record: principals.create(
             tenant,
             name,
-            body.get("type", "service"),
+            kind,
             body.get("secret"),
             principal_of(request),
             record,
@@ -181,7 +211,10 @@ async def rotate_principal(request: web.Request) -> web.Response:
 
 async def _set_disabled(request: web.Request, disabled: bool) -> web.Response:
     tenant, name = params.tenant(request), _name(request)
-    await _may_change(request, tenant, name, "disable" if disabled else "enable")
+    if disabled:
+        await _may_change(request, tenant, name, "disable", "record")
+    else:
+        await _may_change(request, tenant, name, "enable")
     principals = request.app[IDENTITY].principals
 
     async def attempt(record: Any) -> tuple[Entity, None]:

@@ -32,7 +32,6 @@ from metastore.security.tokens import ISSUER, TokenClaims, TokenSigner
 from metastore.service import Metastore
 
 BEARER = "Bearer "
-ADMIN_KINDS = frozenset({"service", "user"})
 
 
 class Authenticator:
@@ -43,7 +42,7 @@ class Authenticator:
         signer: TokenSigner,
         hashes: HashPool,
         attempts: Attempts,
-        admins: frozenset[str],
+        admins: frozenset[tuple[str, str]],
         oidc: OidcVerifier | None = None,
     ) -> None:
         self._metastore = metastore
@@ -60,8 +59,9 @@ class Authenticator:
         return self._signer.ttl
 
     def is_service_admin(self, principal: Principal) -> bool:
-        """Named in ``METASTORE_AUTH_ADMINS``: every privilege in every tenant."""
-        return principal.kind in ADMIN_KINDS and principal.id in self._admins
+        """Named in ``METASTORE_AUTH_ADMINS``, of the kind named there (a provider user
+        never by a service principal's entry): every privilege in every tenant."""
+        return (principal.kind, principal.id) in self._admins
 
     async def issue(self, client_id: str, secret: str, address: str) -> str:
         """A token for valid client credentials of an enabled service principal.

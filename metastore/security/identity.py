@@ -25,7 +25,7 @@ class IdentitySettings:
     failure_window_s: float
     hash_threads: int
     hash_queue: int
-    admins: frozenset[str]
+    admins: frozenset[tuple[str, str]]  # (kind, principal id)
     oidc: OidcSettings | None
 
 

@@ -121,7 +121,8 @@ def provider_env(provider: Provider, path: str, **more: str) -> dict[str, str]:
     provider.published.setdefault(path, [provider.rsa, provider.ec])
     return {
         "METASTORE_AUTH_CLIENTS": ":".join(SERVICE),
-        "METASTORE_AUTH_ADMINS": "ops",
+        # ops: a provider user; keeper: a service principal that does not exist (yet)
+        "METASTORE_AUTH_ADMINS": "user:ops,service:keeper",
         "METASTORE_OIDC_ISSUER": ISSUER,
         "METASTORE_OIDC_AUDIENCE": AUDIENCE,
         "METASTORE_OIDC_JWKS_URL": provider.url(path),
@@ -263,6 +264,67 @@ def test_a_disabled_user_record_refuses_that_users_tokens(
     assert call(oidc_node.url, provider.token("bob")).status_code == 401  # new tokens too
     assert call(oidc_node.url, admin, "POST", users + "/bob/enable").status_code == 200
     assert call(oidc_node.url, bob).status_code == 200
+
+
+def test_a_provider_user_is_no_service_admin_by_a_service_principals_entry(
+    provider: Provider, oidc_node: NodeProcess
+) -> None:
+    """``service:keeper`` names a service principal: while none exists (never created, or
+    deleted), a provider user who signs in as keeper is an ordinary user."""
+    keeper = provider.token("keeper")
+    assert call(oidc_node.url, keeper).json()["service-admin"] is False
+    tenant = call(oidc_node.url, keeper, "POST", "/api/v1/tenants", json={"name": "kept"})
+    assert tenant.status_code == 403, tenant.text
+    admin = provider.token("ops")
+    users = "/api/v1/tenants/default/principals"
+    made = call(oidc_node.url, admin, "POST", users, json={"name": "keeper"})
+    assert made.status_code == 201, made.text
+    assert call(oidc_node.url, admin, "DELETE", users + "/keeper").status_code == 204
+    assert call(oidc_node.url, provider.token("keeper")).json()["service-admin"] is False
+
+
+def test_principal_privileges_cannot_shut_out_a_provider_user(
+    provider: Provider, oidc_node: NodeProcess
+) -> None:
+    """The provider's users hold their roles (tenant_admin too) by their tokens, so the
+    node cannot tell whom a service principal of their name, or their disabled record,
+    would shut out: in the provider's tenant that is a tenant admin's to do."""
+    admin = provider.token("ops")
+    base = "/api/v1/tenants/default"
+    suffix = uuid.uuid4().hex[:6]
+    helper, role = f"helper{suffix}", f"onboarding{suffix}"
+    made = call(oidc_node.url, admin, "POST", base + "/principals", json={"name": helper})
+    secret = made.json()["client-secret"]
+    made = call(oidc_node.url, admin, "POST", base + "/principal-roles", json={"name": role})
+    assert made.status_code == 201, made.text
+    for privilege in ("PRINCIPAL_CREATE", "PRINCIPAL_WRITE_PROPERTIES"):
+        grant = {"privilege": privilege}
+        path = f"{base}/principal-roles/{role}/grants"
+        assert call(oidc_node.url, admin, "POST", path, json=grant).status_code < 300
+    member = {"principal": helper}
+    path = f"{base}/principal-roles/{role}/principals"
+    assert call(oidc_node.url, admin, "POST", path, json=member).status_code < 300
+    token = requests.post(
+        oidc_node.url + "/v1/oauth/tokens",
+        data={"grant_type": "client_credentials", "client_id": helper, "client_secret": secret},
+        timeout=60,
+    ).json()["access_token"]
+    boss, boss2 = f"boss{suffix}", f"bosstwo{suffix}"
+    roles = {"roles": ["tenant_admin"]}
+    shadow = call(oidc_node.url, token, "POST", base + "/principals", json={"name": boss})
+    assert shadow.status_code == 403 and "shut out" in shadow.text, shadow.text
+    assert call(oidc_node.url, provider.token(boss, realm_access=roles)).status_code == 200
+    record = {"name": boss2, "type": "user"}
+    assert call(oidc_node.url, token, "POST", base + "/principals", json=record).status_code == 201
+    disabled = call(oidc_node.url, token, "POST", f"{base}/principals/{boss2}/disable")
+    assert disabled.status_code == 403, disabled.text
+    assert call(oidc_node.url, provider.token(boss2, realm_access=roles)).status_code == 200
+    # a service principal's record is not a user's: the privilege disables it as ever
+    worker = f"worker{suffix}"
+    made = call(oidc_node.url, admin, "POST", base + "/principals", json={"name": worker})
+    assert made.status_code == 201, made.text
+    done = call(oidc_node.url, token, "POST", f"{base}/principals/{worker}/disable")
+    assert done.status_code == 200, done.text
 
 
 def test_unknown_kids_read_the_jwks_at_most_once_per_interval(

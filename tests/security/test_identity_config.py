@@ -34,6 +34,15 @@ REFUSED: list[tuple[dict[str, str], str, str]] = [
     ({"METASTORE_AUTH_ADMINS": "a@b@c"}, "METASTORE_AUTH_ADMINS", "entry 1 is not a principal id"),
     ({"METASTORE_AUTH_ADMINS": "ops@"}, "METASTORE_AUTH_ADMINS", "entry 1 is not a principal id"),
     ({"METASTORE_AUTH_ADMINS": "anonymous"}, "METASTORE_AUTH_ADMINS", "is reserved"),
+    ({"METASTORE_AUTH_ADMINS": "admin:root"}, "METASTORE_AUTH_ADMINS", "must be service or user"),
+    ({"METASTORE_AUTH_ADMINS": "user:"}, "METASTORE_AUTH_ADMINS", "entry 1 is not a principal id"),
+    # with a provider, a bare id of its tenant could be a service principal or a user
+    ({**PROVIDER, "METASTORE_AUTH_ADMINS": "ops"}, "METASTORE_AUTH_ADMINS", "write service:ops"),
+    (
+        {**PROVIDER, "METASTORE_OIDC_TENANT": "acme", "METASTORE_AUTH_ADMINS": "root,ops@acme"},
+        "METASTORE_AUTH_ADMINS",
+        "entry 2 (ops@acme) is in the identity provider's tenant acme",
+    ),
     ({"METASTORE_AUTH_CLIENTS": "system:long-enough"}, "METASTORE_AUTH_CLIENTS", "reserved"),
     ({"METASTORE_OIDC_AUDIENCE": "metastore"}, "oidc_issuer", "not set"),
     ({"METASTORE_OIDC_ROLES_CLAIM": "roles"}, "oidc_issuer", "METASTORE_OIDC_ISSUER"),
@@ -93,9 +102,22 @@ def test_a_jwks_file_must_be_readable_and_hold_a_signing_key(tmp_path: Path) -> 
 
 
 def test_accepted_identity_settings(tmp_path: Path) -> None:
-    config = ServerConfig.load({}, env={"METASTORE_AUTH_ADMINS": "root,ops@acme"})
-    assert config.service_admins == frozenset({"root", "ops@acme"})
+    config = ServerConfig.load({}, env={"METASTORE_AUTH_ADMINS": "root,ops@acme,bob@default"})
+    admins = {("service", "root"), ("service", "ops@acme"), ("service", "bob")}
+    assert config.service_admins == admins
     assert config.oidc is None
+    env = {
+        **PROVIDER,
+        "METASTORE_AUTH_CLIENTS": "root:long-enough",
+        "METASTORE_AUTH_ADMINS": "root,user:ops,service:svc,user:ana@acme,bob@acme",
+    }
+    assert ServerConfig.load({}, env=env).service_admins == {
+        ("service", "root"),  # a bootstrap client: a service principal in the provider's tenant
+        ("user", "ops"),
+        ("service", "svc"),
+        ("user", "ana@acme"),
+        ("service", "bob@acme"),  # not the provider's tenant: no user there
+    }
     keys = {"keys": [rsa_jwk("a"), ec_jwk("b")]}
     env = {
         "METASTORE_OIDC_ISSUER": ISSUER,
