@@ -16,7 +16,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 from pyspark.sql import SparkSession
@@ -35,16 +35,25 @@ from metastore.pipeline.sources import open_source
 
 
 def run(
-    args: argparse.Namespace, out: TextIO = sys.stdout, spark: SparkSession | None = None
+    args: argparse.Namespace,
+    out: TextIO = sys.stdout,
+    spark: SparkSession | None = None,
+    client: Callable[[NodeClient], IcebergClient] = IcebergClient,
 ) -> int:
+    """``client``: the Iceberg calls' client of the node (a test's may act between them)."""
     try:
-        return _run(args, out, spark)
+        return _run(args, out, spark, client)
     except JobError as exc:
         print(f"metastore maintain: {exc.message}", file=sys.stderr)
         return exits.USAGE
 
 
-def _run(args: argparse.Namespace, out: TextIO, spark: SparkSession | None) -> int:
+def _run(
+    args: argparse.Namespace,
+    out: TextIO,
+    spark: SparkSession | None,
+    client: Callable[[NodeClient], IcebergClient],
+) -> int:
     options = JobOptions.from_args(args, "maintain")
     if options.source != "url":
         raise JobError("maintain commits through a node: give --url")
@@ -67,7 +76,7 @@ def _run(args: argparse.Namespace, out: TextIO, spark: SparkSession | None) -> i
                     options.scope,
                     options.out,
                     progress,
-                    IcebergClient(node),
+                    client(node),
                     settings,
                     lease,
                 )

@@ -25,7 +25,7 @@ import json
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -62,6 +62,12 @@ class Unreadable:
     path: str
     live: bool
     problem: str
+
+
+def same_table(loaded: Mapping[str, Any], read: Mapping[str, Any]) -> bool:
+    """Whether a table loaded by name now is the one the store's rows held: the same
+    ``table-uuid`` (a table made again under a dropped one's name has its own)."""
+    return loaded.get("table-uuid") == read.get("table-uuid")
 
 
 def metadata_files(metadata: dict[str, Any] | Any, location: str | None) -> Iterable[str]:
@@ -121,7 +127,9 @@ def run(
     fresh: dict[str, Loaded] = {}
     for table in mine:
         loaded = client.load(table.name)
-        if loaded is not None:
+        # the name may hold another table by now (this one dropped, kept and made again
+        # at its location): its snapshots are not this one's, which stays as read, live
+        if loaded is not None and same_table(loaded.metadata, table.metadata):
             fresh[table.name.display()] = loaded
 
     # 2. the files of expired snapshots nothing needs

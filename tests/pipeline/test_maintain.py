@@ -12,7 +12,7 @@ import io
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,11 +46,13 @@ OLD_S = 10 * 24 * 3600  # a planted orphan's age
 THRESHOLD_S = 3600  # --older-than of the runs
 
 
-def run_maintain(spark: SparkSession, *argv: str) -> Ran:
+def run_maintain(
+    spark: SparkSession, *argv: str, client: Callable[[NodeClient], IcebergClient] = IcebergClient
+) -> Ran:
     """``metastore maintain <argv>`` in this process, on the shared session."""
     args = _parser().parse_args(["maintain", *argv])
     out = io.StringIO()
-    return Ran(maintain.run(args, out, spark), out.getvalue())
+    return Ran(maintain.run(args, out, spark, client), out.getvalue())
 
 
 def rows(*ids: int) -> pa.Table:
@@ -103,10 +105,16 @@ class Lake:
         self.clients[name] = client
         return client
 
-    def maintain(self, spark: SparkSession, out: Path, *args: str) -> Ran:
+    def maintain(
+        self,
+        spark: SparkSession,
+        out: Path,
+        *args: str,
+        client: Callable[[NodeClient], IcebergClient] = IcebergClient,
+    ) -> Ran:
         return run_maintain(
             spark, "--url", self.node.url, "--tenant", TENANT, "--out", str(out),
-            "--older-than", str(THRESHOLD_S), "--json", "--no-progress", *args,
+            "--older-than", str(THRESHOLD_S), "--json", "--no-progress", *args, client=client,
         )  # fmt: skip
 
 
@@ -334,6 +342,47 @@ def test_a_concurrent_append_during_expiry_survives(
     after = client.load_table("ns.t")
     assert ids(after) == [0, 1, 2, 100, 101]
     assert all(p.exists() for p in snapshot_files(after))
+
+
+class ReplacingClient(IcebergClient):
+    """The node's client, with a real client dropping table ``name`` (kept, restorable)
+    and creating it again, at its location, before the job's first load: after the job
+    read the store, before it expires and loads each table."""
+
+    def __init__(self, node: NodeClient, catalog: RestCatalog, name: str) -> None:
+        super().__init__(node)
+        self.catalog, self.name = catalog, name
+        self.replaced: Table | None = None
+
+    def load(self, table: TableName) -> Loaded | None:
+        if self.replaced is None:
+            self.catalog.drop_table(self.name)
+            self.replaced = self.catalog.create_table(self.name, SCHEMA)
+            self.replaced.append(rows(9))
+        return super().load(table)
+
+
+def test_a_kept_table_dropped_and_made_again_during_a_run_keeps_its_files(
+    lake: Lake, spark: SparkSession, tmp_path: Path
+) -> None:
+    """The job loads each table by name after it read the store; a table made again under
+    a dropped one's name (at its location) is another table: the dropped one, kept for
+    undrop, lost every file to the orphan sweep as no snapshot of the new one's."""
+    client = lake.catalog("remade")
+    client.create_namespace("ns")
+    old = appended(client, "ns.t", 2)
+    for path in all_files(old):
+        make_old(path)
+    before = all_files(old)
+    replacing = ReplacingClient(NodeClient(lake.node.url), client, "ns.t")
+    ran = lake.maintain(spark, tmp_path, "--catalog", "remade", client=lambda _: replacing)
+    assert ran.status == 0, ran.stdout
+    new = replacing.replaced
+    assert new is not None and new.metadata.location == old.metadata.location  # the test's premise
+    assert ran.summary["orphans_deleted"] == 0, ran.stdout
+    assert before <= all_files(old)
+    assert ids(old) == [0, 1]  # the kept table reads, as an undrop would find it
+    assert ids(client.load_table("ns.t")) == [9]
 
 
 # --- containment --------------------------------------------------------------------
