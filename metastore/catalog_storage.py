@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from metastore import io_rules
 from metastore.changes import Change, CreateEntity, UpdateEntity
 from metastore.commits import CommitOutcome, CommitRequest, Record
 from metastore.config import ServerConfig
@@ -172,11 +173,14 @@ class CatalogStorage:
         in the tenant's own folder (``<warehouse>/<tenant>``, where the node seeds the
         tenant's catalogs): elsewhere in it, another tenant's catalogs, those made later
         included, would overlap it and be refused, and whether a path overlapped one would
-        tell what catalogs another tenant has. Blocking."""
+        tell what catalogs another tenant has; and where the node connects and as whom
+        stays this node's (``io_rules.check_own``). Blocking."""
         for prefix in storage.locations():
             self._check_bounds(prefix)
             if own_tenant:
                 self._check_tenant_folder(tenant, prefix)
+        if own_tenant:
+            io_rules.check_own(storage.io_properties, self.node.io_properties)
         clash = self._overlap(tenant, catalog, storage.locations())
         if clash is not None:
             raise BadRequest(clash)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import cast
 
-from metastore import cpu_pinning
+from metastore import cpu_pinning, io_rules
 from metastore.cluster import tls
 from metastore.cluster.config import MAX_PARTITIONS, load_properties
 from metastore.cluster.peer_auth import (
@@ -314,10 +314,14 @@ class ServerConfig:
                 " data directory) is not shared: set METASTORE_WAREHOUSE to an S3 bucket"
                 " (s3://bucket/path) or a file:// path every node mounts",
             )
-        for key in self.warehouse_properties:
+        for key, value in self.warehouse_properties.items():
             problem = None if is_secret_key(key) else io_key_problem(key)
             if problem is not None:
                 raise ConfigError("warehouse_io", problem)
+            try:
+                io_rules.check_value(key, value)
+            except BadRequest as exc:
+                raise ConfigError("warehouse_io", exc.message.removeprefix("storage ")) from None
         self.seed_credentials  # noqa: B018 - refuses a malformed or doubled reference
         self.seed_vending  # noqa: B018 - refuses malformed vending settings
         self.seed_remote_signing  # noqa: B018 - refuses a malformed remote-signing setting

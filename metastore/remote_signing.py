@@ -40,8 +40,8 @@ class Endpoint:
 
     @classmethod
     def parse(cls, value: Any, what: str = "S3 endpoint") -> Endpoint:
-        """``http(s)://host[:port]`` with nothing else (a ``/`` at the end is allowed);
-        400 for anything else."""
+        """``http(s)://host[:port]`` with nothing else (a ``/`` at the end is allowed; no
+        ``%``-escape, which a client library may decode into a path); 400 otherwise."""
         if not isinstance(value, str) or not value or len(value) > 2048:
             raise BadRequest(f"{what} must be an http:// or https:// URL")
         try:
@@ -56,7 +56,7 @@ class Endpoint:
             or parts.path not in ("", "/")
             or parts.query
             or parts.fragment
-            or any(ord(ch) <= 0x20 or ch == "\\" for ch in value)
+            or any(ord(ch) <= 0x20 or ch in "\\%" for ch in value)
         ):
             raise BadRequest(f"{what} {value[:200]!r} must be http(s)://host[:port] alone")
         return cls(parts.scheme, parts.hostname.lower(), port or DEFAULT_PORTS[parts.scheme])

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from metastore import io_rules
 from metastore.credentials import Credentials, io_key_problem, is_secret_key
 from metastore.errors import BadRequest
 from metastore.keys import EntityKey, Kind
@@ -111,6 +112,11 @@ class Storage:
         for key, value in io.items():
             check_io_property(key, value)
         credentials = body.get("credentials")
+        if credentials is not None and any(key in io for key in io_rules.ROLE_KEYS):
+            raise BadRequest(
+                "storage io-properties: a role-arn is assumed with the node's own AWS"
+                " credentials; it cannot go with the storage's credentials"
+            )
         signing = RemoteSigning.from_json(body.get("remote-signing", {}))
         if kind != "s3" and not signing.default:
             raise BadRequest("storage remote-signing applies to s3 storage only")
@@ -190,6 +196,7 @@ def check_io_property(key: Any, value: Any) -> None:
     problem = io_key_problem(key)
     if problem is not None:
         raise BadRequest(f"storage io-properties: {problem}")
+    io_rules.check_value(key, value)
 
 
 def parse_vending(value: Any, kind: str, io: Mapping[str, Any]) -> VendingSettings | None:

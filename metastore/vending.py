@@ -37,7 +37,7 @@ MIN_DURATION_S = 900  # STS AssumeRole's bounds
 MAX_DURATION_S = 43200
 DEFAULT_DURATION_S = 3600
 MAX_POLICY_CHARS = 2048  # STS refuses a longer session policy
-_ROLE_ARN = re.compile(r"arn:(aws|aws-cn|aws-us-gov):iam::\d{12}:role/[\w+=,.@/-]{1,512}")
+ROLE_ARN = re.compile(r"arn:(aws|aws-cn|aws-us-gov):iam::\d{12}:role/[\w+=,.@/-]{1,512}")
 _AWS_STS = re.compile(r"sts(\.[a-z0-9-]{1,30})?\.amazonaws\.com(\.cn)?")
 _POLICY_SPECIAL = ("*", "?", "$")
 _KEYS = {"role-arn", "duration-seconds", "sts-endpoint"}
@@ -62,7 +62,7 @@ class VendingSettings:
         if unknown:
             raise BadRequest(f"{what}: unknown keys {unknown} (known: {sorted(_KEYS)})")
         role = body.get("role-arn")
-        if not isinstance(role, str) or not _ROLE_ARN.fullmatch(role):
+        if not isinstance(role, str) or not ROLE_ARN.fullmatch(role):
             raise BadRequest(
                 f"{what}: role-arn must be an IAM role ARN (arn:aws:iam::<account>:role/<name>)"
             )

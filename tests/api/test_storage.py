@@ -206,6 +206,33 @@ async def test_without_storage_a_catalog_takes_the_nodes_seed(
         ({"root": "DATA/rocksdb/x"}, "overlaps this node's data directory"),
         ({"root": "OTHER/inside"}, "overlaps the storage of catalog"),
         ({"root": "ROOT", "allowed-locations": ["ROOT", "OTHER"]}, "overlaps the storage of"),
+        # an endpoint with a path moves every key of the storage elsewhere in the store
+        *(
+            ({"root": "ROOT", "io-properties": {"s3.endpoint": endpoint}}, "host[:port] alone")
+            for endpoint in (
+                "http://store:9000/lake/other%3F",
+                "http://store:9000/private",
+                "http://store%2f:9000",
+                "http://user@store:9000",
+                "ftp://store",
+            )
+        ),
+        ({"root": "ROOT", "io-properties": {"s3.proxy-uri": "::not a uri::"}}, "host[:port]"),
+        ({"root": "ROOT", "io-properties": {"s3.connect-timeout": "abc"}}, "number of seconds"),
+        ({"root": "ROOT", "io-properties": {"s3.request-timeout": "3600"}}, "at most 60"),
+        ({"root": "ROOT", "io-properties": {"s3.request-timeout": "0"}}, "more than 0"),
+        ({"root": "ROOT", "io-properties": {"s3.anonymous": "perhaps"}}, "true or false"),
+        ({"root": "ROOT", "io-properties": {"s3.force-virtual-addressing": "x"}}, "true or"),
+        ({"root": "ROOT", "io-properties": {"s3.role-arn": "admin"}}, "IAM role ARN"),
+        ({"root": "ROOT", "io-properties": {"s3.region": "Mars 1"}}, "region name"),
+        (
+            {
+                "root": "ROOT",
+                "io-properties": {"client.role-arn": "arn:aws:iam::123456789012:role/r"},
+                "credentials": {"env": ENV},
+            },
+            "cannot go with the storage's credentials",
+        ),
     ],
 )
 async def test_a_refused_storage_is_a_400_that_writes_nothing(
@@ -420,3 +447,35 @@ def test_within_storage_roots_a_tenant_admin_names_its_catalogs_storage(tmp_path
         body = {"name": "shared", "storage": {"root": uri(warehouse / "shared")}}
         created = requests.post(process.url + CATALOGS, json=body, headers=root, timeout=30)
         assert created.status_code == 201, created.text  # the operator's choice
+        # where the node connects and as whom is the operator's: a tenant pointing it
+        # at a host of its choosing would have it send requests signed with the node's
+        # keys there, or hold its worker threads on a host that never answers
+        routed = {
+            "s3.endpoint": "http://10.0.0.1:8080",
+            "s3.proxy-uri": "http://10.0.0.1:3128",
+            "s3.role-arn": "arn:aws:iam::123456789012:role/any",
+            "s3.request-timeout": "60",
+        }
+        for key, value in routed.items():
+            storage = {"root": uri(allowed / key), "io-properties": {key: value}}
+            body = {"name": f"routed{len(key)}", "storage": storage}
+            refused = requests.post(process.url + CATALOGS, json=body, headers=boss, timeout=30)
+            assert refused.status_code == 400, refused.text
+            assert "only a service admin sets it" in refused.text and key in refused.text
+            moved = requests.post(
+                f"{process.url}{CATALOGS}/mine/storage",
+                json={"storage": storage},
+                headers=boss,
+                timeout=30,
+            )
+            assert moved.status_code == 400, moved.text
+        mine = requests.get(f"{process.url}{CATALOGS}/mine", headers=boss, timeout=30).json()
+        assert mine["storage"]["io-properties"] == {}, mine
+        regional = {"root": uri(allowed / "regional"), "io-properties": {"s3.region": "eu-west-1"}}
+        body = {"name": "regional", "storage": regional}
+        created = requests.post(process.url + CATALOGS, json=body, headers=boss, timeout=30)
+        assert created.status_code == 201, created.text
+        body = {"name": "routed", "storage": {**regional, "root": uri(allowed / "routed")}}
+        body["storage"]["io-properties"] = routed
+        created = requests.post(process.url + CATALOGS, json=body, headers=root, timeout=30)
+        assert created.status_code == 201, created.text  # a service admin's choice
