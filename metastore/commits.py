@@ -257,6 +257,14 @@ class CommitLogic:
         self._stripe_refs.put(commit.id, stripes, stripe_refs)
         return commit, results
 
+    def check_reset(self, objects: Objects, head: Commit, target: Commit) -> None:
+        """A reset moves HEAD back to ``target``, and what it held comes back: a count it
+        grows is checked against the limits like any commit's (nothing written past one)."""
+        before, after = _counts_at(objects, head), _counts_at(objects, target)
+        grown = after.grown(before)
+        if grown and self._entity_limits is not None:
+            self._entity_limits.check(objects.tenant, objects.catalog, after, grown)
+
     def _stage(
         self,
         objects: StagedObjects,

@@ -288,7 +288,9 @@ class Committer:
                         raise ValidationFailed(
                             f"commit {request.reset_to} is not one of the ref's recent HEADs"
                         )
-                    head = staged.commit(request.reset_to)
+                    target = staged.commit(request.reset_to)
+                    self._logic.check_reset(staged, head, target)
+                    head = target
                     reset = True
                     results.append(CommitOutcome(head.id, head.seq))
                     continue

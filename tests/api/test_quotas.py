@@ -109,6 +109,29 @@ async def test_a_tenant_over_its_table_quota_gets_429_and_nothing_is_written(
     await api.ok("POST", f"{c}/namespaces/db/tables", {"name": "x"}, 201)
 
 
+async def test_a_reset_that_brings_back_tables_past_the_quota_gets_429(api: Api) -> None:
+    """A reset moves HEAD back, and the tables it held come back: in each catalog in turn,
+    a tenant could fill its quota, drop everything and reset, holding catalogs x quota."""
+    tenant = await new_tenant(api, {"quota.max-tables": "2"})
+    c, d = catalog(tenant), catalog(tenant, "d")
+    for name in ("a", "b"):
+        await api.ok("POST", f"{c}/namespaces/db/tables", {"name": name}, 201)
+    full = (await api.ok("GET", f"{c}/ref"))["head"]
+    for name in ("a", "b"):
+        await api.ok("DELETE", f"{c}/namespaces/db/tables/{name}", status=204)
+    await api.ok("POST", f"{d}/namespaces/db/tables", {"name": "x"}, 201)
+    emptied = (await api.ok("GET", f"{c}/ref"))["head"]
+    refused = await api.call("POST", f"{c}/ref/reset", json_body={"to": full})
+    _retry_after(refused)
+    assert "quota.max-tables" in refused.body["error"]["message"]
+    assert (await api.ok("GET", f"{c}/ref"))["head"] == emptied  # nothing written
+    assert_error(await api.get(f"{c}/namespaces/db/tables/a"), 404)
+    await api.ok("DELETE", f"{d}/namespaces/db/tables/x", status=204)
+    reset = await api.ok("POST", f"{c}/ref/reset", {"to": full})  # room again: a reset as ever
+    assert reset["head"] == full
+    await api.ok("GET", f"{c}/namespaces/db/tables/a")
+
+
 def _table(*path: str) -> dict[str, object]:
     return {"kind": "table", "path": list(path)}
 
