@@ -43,7 +43,7 @@ from metastore.durable_writes import (
     sync_file,
 )
 from metastore.errors import BadRequest, NotFound, StorageUnavailable
-from metastore.iceberg.bounded_input import DEFAULT_READ_LIMIT, read_bounded
+from metastore.iceberg.bounded_input import DEFAULT_READ_LIMIT, SETTING, read_bounded
 from metastore.iceberg.file_ios import FileIOs
 from metastore.locations import check_inside, is_inside, linked_below, local_file_path, normalize
 from metastore.memory_only import check as may_wait
@@ -247,9 +247,15 @@ class TableFiles:
         ``durable``: a local file's syncs are started, not waited for, and a wait for
         them is appended; the commit that names the file calls it before its durable
         write (``CommitRequest.durable_first``). A failed sync deletes the file and the
-        wait raises 503. Without it the file is durable when this returns."""
+        wait raises 503. Without it the file is durable when this returns. A file past
+        ``read_limit`` is a 400: a retry, a load or a register would refuse to read it."""
         may_wait()
         data = text.encode()
+        if len(data) > self.read_limit:  # the node would not read it back
+            raise BadRequest(
+                f"the metadata file would be {len(data):,} bytes, more than the"
+                f" {self.read_limit:,} this node reads ({SETTING}); nothing was written"
+            )
         local = local_file_path(location)
         if local is not None and PY_IO_IMPL not in self._properties():
             if durable is not None and self._sync:

@@ -159,3 +159,29 @@ def test_a_purge_reads_no_manifest_past_the_bound_and_deletes_the_rest(
     assert f"is larger than {LIMIT:,} bytes ({SETTING})" in log
     assert f"purge: cannot read manifest {fifo.as_uri()}: BadRequest: " in log
     assert not metadata_file.exists() and not big_list.exists()  # the rest went
+
+
+def test_a_commit_whose_metadata_file_the_node_would_not_read_back_is_refused(
+    node: NodeProcess,
+) -> None:
+    """The node writes no metadata file past the bound it reads files by: a retry of the
+    commit, a load after a restart or a register would refuse to read it, and each commit
+    of a table whose metadata grows without bound costs the node more."""
+    lake = local_lake(node)
+    table = lake.client.create_table(("db", "grows"), SCHEMA)
+    folder = Path(table.metadata.location.removeprefix("file://")) / "metadata"
+    before = sorted(folder.iterdir())
+    path = "/namespaces/db/tables/grows"
+    big = {f"p{i}": "x" * 60_000 for i in range(5)}  # 300 KB of properties, 5 bodies' worth
+    body = {"updates": [{"action": "set-properties", "updates": big}]}
+    reply = lake.http.call("POST", path, json=body)
+    assert_error(reply, 400, "BadRequestException")
+    message = reply.json()["error"]["message"]
+    assert f"more than the {LIMIT:,} this node reads ({SETTING})" in message, message
+    assert sorted(folder.iterdir()) == before  # nothing written
+    loaded = lake.http.call("GET", path).json()
+    assert loaded["metadata-location"] == table.metadata_location
+    smaller = {f"p{i}": "x" * 60_000 for i in range(3)}
+    body = {"updates": [{"action": "set-properties", "updates": smaller}]}
+    assert lake.http.call("POST", path, json=body).status_code == 200
+    assert lake.client.load_table(("db", "grows")).properties["p2"] == "x" * 60_000
