@@ -33,6 +33,10 @@ from metastore.model import Entity
 
 PREFIX = "location:"
 HOLDER = "entity-id"  # record property: the entity id of the table or view holding it
+# record property: the dropped ones, kept for undrop, that yielded the location to its
+# holder, last first (comma-separated entity ids): it goes back to them when it is let go
+YIELDED = "yielded-by"
+MAX_YIELDED = 64  # a record names at most this many (the oldest are let go)
 
 
 class KeyIndex(Protocol):
@@ -66,6 +70,18 @@ class Records:
                 return ancestor
         return next(iter(self._below(location)), None)
 
+    def yielded(self, key: str) -> list[int]:
+        """The dropped ones that yielded the location of ``key`` to its holder, last first."""
+        value = self._index.get(record_key(key).encode())
+        if value is None:
+            return []
+        ids = self._entity(value[1]).properties.get(YIELDED, "")
+        return [int(i) for i in ids.split(",") if i]
+
+    def is_kept(self, entity_id: int) -> bool:
+        """Whether ``entity_id`` is a dropped table or view kept until it is collected."""
+        return self._index.get(dropped_key(entity_id).encode()) is not None
+
     def kept_name(self, key: str) -> EntityKey | None:
         """The name of the dropped table or view holding ``key``, kept until it is
         collected (None: a live one holds it, or none)."""
@@ -90,13 +106,22 @@ def record_key(location: str) -> EntityKey:
 
 
 def release(before: Entity | None, after: Entity | None, records: Records) -> Change | None:
-    """The record ``before`` gives up when the change moves or deletes its location."""
+    """The record ``before`` gives up when the change moves or deletes its location: back
+    to the last dropped one still kept that yielded it (``claim``), else gone. Without
+    that, a table registered from a dropped one's metadata file and then purged left the
+    location free: its purge deleted the files the kept one still needs for its undrop."""
     old = _held(before)
     if old is None or old == _held(after):
         return None
     assert before is not None
     if records.holder(old) != before.entity_id:
         return None  # written before the index existed (or never held)
+    yielded = [i for i in records.yielded(old) if records.is_kept(i)]
+    if yielded:
+        attributes = {HOLDER: str(yielded[0]), "kind": before.kind.label}
+        if yielded[1:]:
+            attributes[YIELDED] = ",".join(str(i) for i in yielded[1:])
+        return CreateEntity(record_key(old), attributes)
     return DeleteEntity(record_key(old))
 
 
@@ -109,6 +134,10 @@ def claim(before: Entity | None, after: Entity | None, records: Records) -> Chan
         return None
     check_free(records, new, after.key)
     attributes = {HOLDER: str(after.entity_id), "kind": after.kind.label}
+    kept = records.holder(new.key)  # a dropped one that yields it (``check_free``)
+    if kept is not None:
+        yielded = [kept, *records.yielded(new.key)]
+        attributes[YIELDED] = ",".join(str(i) for i in yielded[:MAX_YIELDED])
     return CreateEntity(record_key(new.key), attributes)
 
 

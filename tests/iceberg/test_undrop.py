@@ -234,3 +234,28 @@ def test_a_dropped_tables_location_yields_to_a_register_of_its_metadata(
     assert native.expire()["collected"] == 1  # its purge keeps what the live table holds
     assert sorted(again.refresh().scan().to_arrow()["id"].to_pylist()) == [1, 2, 3]
     assert_error(native.undrop("orig"), 404)
+
+
+def test_a_purge_of_a_table_registered_from_a_dropped_ones_metadata_keeps_its_files(
+    iceberg_server: Server, catalog_name: str, catalog: RestCatalog
+) -> None:
+    """Drop (kept), register its metadata under another name (the location yields), purge
+    that one: the location goes back to the kept table, so the purge deletes none of the
+    files it shares with it, and the kept table undrops and reads its rows. Before, the
+    purge let the location go free and deleted every file the kept table needed, and its
+    undrop still answered 200."""
+    native = Native(iceberg_server.url, catalog_name)
+    catalog.create_namespace(("db",))
+    catalog.create_table(("db", "t"), SCHEMA).append(rows([1, 2]))
+    table = catalog.load_table(("db", "t"))
+    files = _files(table.metadata.location)
+    catalog.drop_table(("db", "t"))
+    copy = catalog.register_table(("db", "t2"), table.metadata_location)
+    assert copy.metadata.location == table.metadata.location
+    catalog.purge_table(("db", "t2"))
+    assert files <= _files(table.metadata.location)
+    native.ok("POST", "/namespaces/db/tables/t/undrop")
+    assert sorted(catalog.load_table(("db", "t")).scan().to_arrow()["id"].to_pylist()) == [1, 2]
+    # the location is the undropped table's again: a purge of it deletes its files
+    catalog.purge_table(("db", "t"))
+    assert not any(p.suffix == ".parquet" for p in _files(table.metadata.location))
