@@ -33,6 +33,9 @@ from metastore.store import Objects
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 MAX_COMMITS_SCANNED = 10_000  # per page: commits with nothing to show still end a page
+# per page: the events derived, shown or not (a commit holds up to the change limit, so a
+# page's work is bounded by events, not commits, whatever the reader may see)
+MAX_EVENTS_SCANNED = 10_000
 _VERSION = 1
 _MAX_INDEX = 1 << 20  # far past the events one commit can hold (its change limit)
 HEAD = "head"  # ``after=head``: only what comes after the current HEAD
@@ -127,6 +130,7 @@ def read_page(
     links: Links,
     max_commits: int = MAX_COMMITS_SCANNED,
     lagging: bool = False,
+    max_events: int = MAX_EVENTS_SCANNED,
 ) -> FeedPage:
     """The events after ``after`` (None: from the oldest retained commit; ``HEAD``: from
     the current HEAD on) up to ``head_id``, at most ``limit`` that ``shows`` keeps, in
@@ -148,10 +152,10 @@ def read_page(
             return FeedPage([], after, False)
         raise InvalidCursor("invalid cursor: it names a commit past this catalog's HEAD")
     try:
-        return _page(objects, head, after, limit, shows, chains, links, max_commits)
+        return _page(objects, head, after, limit, shows, chains, links, max_commits, max_events)
     except NoSuchCommit:  # a commit it remembered was collected since: walk afresh
         chains.forget(objects.tenant, objects.catalog)
-        return _page(objects, head, after, limit, shows, chains, links, max_commits)
+        return _page(objects, head, after, limit, shows, chains, links, max_commits, max_events)
 
 
 def _page(
@@ -163,6 +167,7 @@ def _page(
     chains: Chains,
     links: Links,
     max_commits: int,
+    max_events: int,
 ) -> FeedPage:
     low = after.seq if after is not None else None
     stretch = chains.stretch(objects.tenant, objects.catalog, head.id, head.seq, low, links)
@@ -179,8 +184,9 @@ def _page(
         first_seq, start = after.seq, after.index
     events: list[Event] = []
     position = after
+    scanned = 0
     for seq in range(first_seq, head.seq + 1):
-        if seq - first_seq == max_commits:
+        if seq - first_seq == max_commits or scanned >= max_events:
             assert position is not None
             return FeedPage(events, position, True)
         commit_id = stretch.at(seq)
@@ -188,6 +194,7 @@ def _page(
         commit = objects.commit(commit_id)
         first = start if seq == first_seq else 0
         derived = derive(objects, commit)
+        scanned += len(derived) - first
         for event in derived[first:]:
             position = after_event(event)
             if shows(event):

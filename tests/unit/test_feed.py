@@ -121,6 +121,26 @@ def test_filtered_commits_still_advance_the_cursor_and_bound_the_page(node: Node
     assert [e.commit_id for e in rest.events][::2] == ids[3:]
 
 
+def test_a_page_is_bounded_by_the_events_it_derives_not_only_by_commits(node: Node) -> None:
+    """Commits of many changes a reader sees none of: the page stops once it derived
+    ``max_events`` (shown or not), so its work is bounded whatever the commits hold, and
+    the next page resumes exactly there."""
+    ids = build(node, 5)  # two events each after the first
+    reader = Reader(node)
+    page = reader.page(None, 10, lambda e: False, max_events=3)
+    assert page.events == [] and page.more and page.next.commit_id == ids[1]
+    whole = read_all(node, 1000)
+    events: list[Event] = []
+    after: Position | None = None
+    while True:
+        page = reader.page(after, 1000, max_events=3)
+        events += page.events
+        after = page.next
+        if not page.more:
+            break
+    assert events == whole
+
+
 def test_a_cursor_past_the_retained_history_is_gone(
     node: Node, persistence: FaultyPersistence
 ) -> None:
