@@ -147,7 +147,9 @@ def plan(
     head = base.snapshot_by_id(current.snapshot_id)
     if head is None:
         raise Refused(f"the head of {ref.ref_name} is not in the table's snapshots")
-    if snapshot.schema_id is not None and snapshot.schema_id != base.current_schema_id:
+    if snapshot.schema_id is None:  # a schema change since could not be told
+        raise Refused("the snapshot names no schema-id: whether the schema changed is unknown")
+    if snapshot.schema_id != base.current_schema_id:
         raise Refused("the table's schema changed since the snapshot was written")
     between = _since(base, head, expected)
     for other in between:

@@ -106,6 +106,18 @@ def test_refused(metadata: TableMetadata, change: Any, why: str) -> None:
         plan(*change, metadata)
 
 
+def test_refused_without_the_snapshots_schema_id() -> None:
+    """A schema change adds no snapshot: only the snapshot's schema-id tells one that
+    came since it was written, so without it nothing is rebased."""
+    requirements, updates = _append(1)
+    add = updates[0]
+    assert isinstance(add, AddSnapshotUpdate)
+    nameless = add.snapshot.model_copy(update={"schema_id": None})
+    updates = (AddSnapshotUpdate(snapshot=nameless), updates[1])
+    with pytest.raises(Refused, match="names no schema-id"):
+        plan(requirements, updates, _metadata(CHAIN, 3))
+
+
 def test_refused_with_more_updates_or_requirements() -> None:
     requirements, updates = _append(1)
     more = SetPropertiesUpdate(updates={"a": "b"})
