@@ -34,7 +34,7 @@ from aiohttp.typedefs import Handler
 
 from metastore.api.middlewares import is_open
 from metastore.api.peers import PEER
-from metastore.api.tenancy import check_token
+from metastore.api.tenancy import TOKEN_PATH, UNSCOPED, check_token
 from metastore.api.typedefs import CLUSTER, CONFIG, HTTP_CLIENT, METRICS, PEERS, ROUTING_STATS
 from metastore.api.validation import body_of
 from metastore.cluster import protocol
@@ -94,9 +94,13 @@ async def honor_token(request: web.Request, handler: Handler) -> web.StreamRespo
     authentication and the token's tenant check (``tenancy``), so only a caller with a
     token a node issued to its tenant makes a node wait. Before them, anyone could hold
     any request for the whole bound, and the time it took told how far a partition's
-    log, every tenant's writes on it, had come. The open paths never wait."""
+    log, every tenant's writes on it, had come. The open paths never wait, but for the
+    token endpoint: its client id names the tenant the token was checked against
+    (``tenancy.check_token``), and a principal created through another node signs in
+    here once this node has applied it."""
     token = request.get(TOKEN)
-    if token is not None and not is_open(request.path):
+    checked = request.path == TOKEN_PATH and request.get(UNSCOPED) is None
+    if token is not None and (not is_open(request.path) or checked):
         config = request.app[CONFIG]
         await wait_for_token(request.app[CLUSTER], token, config.consistency_wait_s)
     return await handler(request)
