@@ -166,6 +166,7 @@ class CatalogStorage:
         *,
         given: bool,
         own_tenant: bool = False,
+        current: Storage | None = None,
     ) -> None:
         """``storage`` may be the catalog's (see the module docstring); 400 otherwise.
         ``given``: a client named it (its credentials must resolve here); ``own_tenant``:
@@ -174,13 +175,15 @@ class CatalogStorage:
         tenant's catalogs): elsewhere in it, another tenant's catalogs, those made later
         included, would overlap it and be refused, and whether a path overlapped one would
         tell what catalogs another tenant has; and where the node connects and as whom
-        stays this node's (``io_rules.check_own``). Blocking."""
+        stays this node's, or as the catalog's ``current`` storage has it (what a service
+        admin chose: ``io_rules.check_own``). Blocking."""
         for prefix in storage.locations():
             self._check_bounds(prefix)
             if own_tenant:
                 self._check_tenant_folder(tenant, prefix)
         if own_tenant:
-            io_rules.check_own(storage.io_properties, self.node.io_properties)
+            kept = current.io_properties if current is not None else {}
+            io_rules.check_own(storage.io_properties, self.node.io_properties, kept)
         clash = self._overlap(tenant, catalog, storage.locations())
         if clash is not None:
             raise BadRequest(clash)

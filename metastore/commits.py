@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import partial
 from typing import Any, Protocol
 
 from metastore import dropped, location_index
@@ -56,6 +57,7 @@ from metastore.persistence.base import (
     DEFAULT_RECENT_HEADS,
     StoredObject,
 )
+from metastore.purging import PurgingLocations
 from metastore.requirements import Requirement
 from metastore.retry import RetryPolicy
 from metastore.store import Objects, StagedObjects
@@ -195,11 +197,14 @@ class CommitLogic:
         ids: SnowflakeGenerator,
         limits: EngineLimits,
         entity_limits: EntityLimits | None = None,
+        purging: PurgingLocations | None = None,
     ) -> None:
         self._codec = codec
         self._ids = ids
         self._limits = limits
         self._entity_limits = entity_limits
+        # locations running purges hold (``metastore.purging``)
+        self._purging = purging if purging is not None else PurgingLocations()
         self._encodings = RecentEncodings()
         # the stripes spills wrote lately (by object id): the next spill into one of them
         # encodes only what it changes
@@ -355,7 +360,9 @@ class CommitLogic:
             state.index.remove(key.encode())
         else:
             self._write_entity(objects, state, key, entity, ctx.new_id, now_us)
-        self._derive(location_index.claim(current, entity, records), state, objects, now_us)
+        purging = partial(self._purging.overlapping, objects.tenant, objects.catalog)
+        claimed = location_index.claim(current, entity, records, purging)
+        self._derive(claimed, state, objects, now_us)
         if isinstance(change, UndropEntity) and entity is not None:
             self._derive(location_index.reclaim(entity, records), state, objects, now_us)
         results[key] = entity

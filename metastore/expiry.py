@@ -15,6 +15,8 @@ then purges its files, and a later sweep removes its objects.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from metastore import dropped
 from metastore.changes import DeleteEntity
 from metastore.codec import Codec
@@ -87,14 +89,23 @@ def expired_drops(
 
 
 async def collect_dropped(
-    metastore: Metastore, tenant: str, catalog: str, now_us: int, principal: str
+    metastore: Metastore,
+    tenant: str,
+    catalog: str,
+    now_us: int,
+    principal: str,
+    hold: Callable[[Entity], object] = lambda _: None,
 ) -> list[Entity]:
     """Delete the dropped tables and views past the catalog's retention in one commit;
-    the last versions of those collected (whose files the caller purges)."""
+    the last versions of those collected (whose files the caller purges). ``hold`` is
+    called with each before the commit that lets its location go (the caller's purge
+    holds it from then: ``metastore.purging``)."""
     for attempt in range(COLLECT_ATTEMPTS):
         found = await metastore.read(expired_drops, metastore, tenant, catalog, now_us)
         if not found:
             return []
+        for drop in found:
+            hold(drop.entity)
         request = CommitRequest(
             # each exactly as read: one undropped (and dropped again) meanwhile stays
             requirements=tuple(AssertVersion(d.record, d.entity.version) for d in found),

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 
 from metastore.config_rules import number
 from metastore.errors import BadRequest
@@ -109,6 +110,7 @@ ROUTING = frozenset(
     }
 )
 ROLE_KEYS = ("s3.role-arn", "client.role-arn")
+_NONE: Mapping[str, str] = MappingProxyType({})
 
 
 def check_value(key: str, value: str) -> None:
@@ -119,14 +121,18 @@ def check_value(key: str, value: str) -> None:
         raise BadRequest(f"storage io-properties: {key!r} {problem}")
 
 
-def check_own(io_properties: Mapping[str, str], node: Mapping[str, str]) -> None:
-    """The bound on one who is no service admin: every ``ROUTING`` key absent or equal
-    to this node's own (``node``); 400 naming the first that is not."""
+def check_own(
+    io_properties: Mapping[str, str], node: Mapping[str, str], kept: Mapping[str, str] = _NONE
+) -> None:
+    """The bound on one who is no service admin: every ``ROUTING`` key absent or as this
+    node has it (``node``), or as the catalog's storage had it (``kept``: what a service
+    admin chose stays); 400 naming the first that is not."""
     for key in sorted(ROUTING):
-        if io_properties.get(key) != node.get(key):
+        value = io_properties.get(key)
+        if value != node.get(key) and (kept is _NONE or value != kept.get(key)):
             now = "this node's own" if key in node else "left out (this node sets none)"
             raise BadRequest(
                 f"storage io-properties: {key!r} decides where or as whom this node"
                 f" connects: only a service admin sets it; it must be {now}"
-                " (METASTORE_WAREHOUSE_IO)"
+                " (METASTORE_WAREHOUSE_IO) or as the catalog's storage has it"
             )

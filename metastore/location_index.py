@@ -125,14 +125,27 @@ def release(before: Entity | None, after: Entity | None, records: Records) -> Ch
     return DeleteEntity(record_key(old))
 
 
-def claim(before: Entity | None, after: Entity | None, records: Records) -> Change | None:
-    """The record ``after`` takes for a new location (after ``release``); 400 if it overlaps."""
+def claim(
+    before: Entity | None,
+    after: Entity | None,
+    records: Records,
+    purging: Callable[[Location], str | None] = lambda _: None,
+) -> Change | None:
+    """The record ``after`` takes for a new location (after ``release``); 400 if it
+    overlaps a held one, or one whose files a purge is deleting now (``purging``: the
+    held location it overlaps, if any; ``metastore.purging``)."""
     if after is None or after.kind not in (Kind.TABLE, Kind.VIEW) or after.location is None:
         return None
     new = normalize(after.location, f"{after.kind.label} location")
     if new.key == _held(before):
         return None
     check_free(records, new, after.key)
+    busy = purging(new)
+    if busy is not None:
+        raise BadRequest(
+            f"{after.kind.label} location {new} overlaps {busy}, whose dropped table's"
+            " files are being purged now: try again once the purge is done"
+        )
     attributes = {HOLDER: str(after.entity_id), "kind": after.kind.label}
     kept = records.holder(new.key)  # a dropped one that yields it (``check_free``)
     if kept is not None:

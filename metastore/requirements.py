@@ -7,6 +7,7 @@ longer holds becomes a ``CommitConflict`` (409), never a silent overwrite.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -89,7 +90,21 @@ class AssertEmpty:
             raise CommitConflict(f"requirement failed: {where} is not empty")
 
 
-Requirement = AssertExists | AssertNotExists | AssertVersion | AssertEntityId | AssertEmpty
+@dataclass(frozen=True, slots=True)
+class AssertStill:
+    """A fact outside the store that must still hold when the commit is built in its
+    catalog's lane: ``check`` raises (nothing is written) when it does not. Blocking I/O
+    in the lane's thread: only for rare requests (a register's metadata file)."""
+
+    check: Callable[[], None]
+
+    def validate(self, state: StateView) -> None:
+        self.check()
+
+
+Requirement = (
+    AssertExists | AssertNotExists | AssertVersion | AssertEntityId | AssertEmpty | AssertStill
+)
 
 
 def _n(key: EntityKey) -> str:

@@ -70,6 +70,7 @@ from metastore.lanes import CommitLanes
 from metastore.lease_keeper import LeaseKeeper
 from metastore.leases import NodeLeaser
 from metastore.persistence.rocksdb import RocksDBPersistence
+from metastore.purging import PurgingLocations
 from metastore.quotas import TenantEntityLimits, TenantQuotas, quota_defaults
 from metastore.security.authorizer import Authorizer
 from metastore.service import Metastore
@@ -236,6 +237,7 @@ async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
         max_object_bytes=config.max_object_bytes,
         recent_heads=config.recent_heads,
     )
+    purging = PurgingLocations()
     committer = Committer(
         persistence,
         codec,
@@ -246,10 +248,17 @@ async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
         entity_limits=TenantEntityLimits(persistence, objects, quotas),
         write_time=app[METRICS].commits.durable_write.observe,
         require_tenant=True,
+        purging=purging,
     )
     lanes = CommitLanes(committer, app[COMMIT_THREADS], metrics=app[METRICS].commits)
     metastore = Metastore(
-        persistence, codec, cache, lanes, lease=app[LEASE_KEEPER], consistency=_consistency(app)
+        persistence,
+        codec,
+        cache,
+        lanes,
+        lease=app[LEASE_KEEPER],
+        consistency=_consistency(app),
+        purging=purging,
     )
     app[METASTORE] = metastore
     app[WRITE_FAILURES] = committer.write_failures

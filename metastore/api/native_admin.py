@@ -211,10 +211,12 @@ async def update_storage(request: web.Request) -> web.Response:
     tenant, catalog = params.tenant(request), params.catalog(request)
     body = await read_json(request, "update_storage")
     metastore, storages = request.app[METASTORE], request.app[STORAGE]
-    await metastore.read(storages.of, tenant, catalog)  # 404 for an unknown tenant or catalog
+    current = await metastore.read(storages.of, tenant, catalog)  # 404 for an unknown one
     storage = Storage.from_json(body["storage"])
     own = not _operator(request)
-    await asyncio.to_thread(storages.check, tenant, catalog, storage, given=True, own_tenant=own)
+    await asyncio.to_thread(
+        storages.check, tenant, catalog, storage, given=True, own_tenant=own, current=current
+    )
     principal = principal_of(request)
 
     expected = body.get("expected-version")

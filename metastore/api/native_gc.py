@@ -13,6 +13,7 @@ the node-id leases expired long ago (``metastore.expiry``).
 from __future__ import annotations
 
 import asyncio
+from contextlib import ExitStack
 from typing import Any
 
 from aiohttp import web
@@ -23,6 +24,7 @@ from metastore.api.typedefs import ICEBERG, METASTORE
 from metastore.api.validation import body_of, read_json
 from metastore.expiry import collect_dropped, expire_idempotency, remove_node_leases
 from metastore.keys import ObjKey
+from metastore.model import Entity
 from metastore.service import Metastore
 from metastore.tasks import JOBS, STATUSES
 
@@ -81,10 +83,15 @@ async def expire(request: web.Request) -> web.Response:
         now_us,
         principal,
     )
-    collected = await collect_dropped(metastore, tenant, catalog, now_us, principal)
     tables = request.app[ICEBERG].tables
-    for entity in collected:  # committed: their files are garbage now
-        await asyncio.to_thread(tables.purge_collected, tenant, catalog, entity)
+    with ExitStack() as holds:  # each location held from before its collection's commit
+
+        def hold(entity: Entity) -> object:
+            return holds.enter_context(tables.holding(tenant, catalog, entity))
+
+        collected = await collect_dropped(metastore, tenant, catalog, now_us, principal, hold)
+        for entity in collected:  # committed: their files are garbage now
+            await asyncio.to_thread(tables.purge_collected, tenant, catalog, entity)
     return web.json_response({"expired": expired, "collected": len(collected)})
 
 

@@ -308,6 +308,11 @@ class TableFiles:
                 f"metadata file {location} no longer exists: its table or view was purged"
             ) from None
 
+    def exists(self, location: str) -> bool:
+        """Whether a file is at ``location`` now (503 when the storage cannot tell)."""
+        with _unavailable_on_error("read", location):
+            return bool(self.io(location).new_input(location).exists())
+
     def delete_quietly(self, location: str) -> None:
         """Delete a file, logging (not raising) a failure; one already gone is no failure
         (a write whose sync failed deletes its file itself, ``durable_writes.Syncing``)."""

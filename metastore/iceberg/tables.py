@@ -20,8 +20,9 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AsyncExitStack, contextmanager
+from contextlib import AbstractContextManager, AsyncExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from pydantic import ValidationError as PydanticValidationError
@@ -73,7 +74,7 @@ from metastore.locations import linked_below, normalize
 from metastore.memory_only import check as may_wait
 from metastore.model import Entity
 from metastore.objtypes import METADATA_PIECE
-from metastore.requirements import AssertEntityId, AssertVersion, Requirement
+from metastore.requirements import AssertEntityId, AssertStill, AssertVersion, Requirement
 from metastore.retry import RetryPolicy
 from metastore.service import Metastore
 from metastore.store import MissingObject
@@ -405,8 +406,11 @@ class Tables:
         extra: Sequence[Change] = (),
     ) -> TableState:
         """Commit a create made ready by ``prepare_create`` (in the caller's thread)."""
+        still: tuple[Requirement, ...] = ()
+        if not write_file:  # a register: its file is still there (``_still_there``)
+            still = (AssertStill(partial(_still_there, prepared.io, metadata_location)),)
         request = CommitRequest(
-            tuple(prepared.requirements),
+            (*prepared.requirements, *still),
             (*prepared.changes, *extra),
             principal,
             "create table" if write_file else "register table",
@@ -681,10 +685,27 @@ class Tables:
             principal,
             "drop table" + (" (purge)" if purge else ""),
         )
-        outcome = await self._metastore.commit(tenant, catalog, request)
-        if state is not None:
-            await asyncio.to_thread(self._purge, tenant, catalog, state)
+        # a purge holds the location from before the drop lets it go: a table claiming it
+        # in a commit built meanwhile would land after the purge read what is held
+        with self.holding(tenant, catalog, entity if purge else None):
+            outcome = await self._metastore.commit(tenant, catalog, request)
+            if state is not None:
+                await asyncio.to_thread(self._purge, tenant, catalog, state)
         return outcome
+
+    def holding(
+        self, tenant: str, catalog: str, entity: Entity | None
+    ) -> AbstractContextManager[None]:
+        """The purge's hold on ``entity``'s location (``metastore.purging``; none without
+        an entity or a location a claim could overlap)."""
+        location = entity.location if entity is not None else None
+        if location is None:
+            return nullcontext()
+        try:
+            held = normalize(location, "table location")
+        except BadRequest:  # an old, unnormalizable location: no claim can overlap it
+            return nullcontext()
+        return self._metastore.purging.hold(tenant, catalog, held)
 
     def _dropped(
         self, tenant: str, catalog: str, key: EntityKey, purge: bool
@@ -725,11 +746,15 @@ class Tables:
                 report.failed += 1
                 self.purges.add(report)
                 return
-            held = self.records(tenant, catalog).inside(location)  # taken since the drop
-            io = self.warehouse.files(tenant, catalog).io
-            purge = Purge(metadata, state.metadata_location, held, io, self.warehouse.read_limit)
-            report = purge.report
-            purge.run()
+            # held until its last deletion (and by the caller from before its commit): a
+            # claim of the location meanwhile is refused (``metastore.purging``)
+            with self._metastore.purging.hold(tenant, catalog, location):
+                held = self.records(tenant, catalog).inside(location)
+                io = self.warehouse.files(tenant, catalog).io
+                limit = self.warehouse.read_limit
+                purge = Purge(metadata, state.metadata_location, held, io, limit)
+                report = purge.report
+                purge.run()
         except Exception as exc:
             log.warning("purge of %s failed: %s: %s", state.key.display(), type(exc).__name__, exc)
             report.failed += 1
@@ -740,6 +765,18 @@ class Tables:
             report.deleted,
             report.kept,
             report.failed,
+        )
+
+
+def _still_there(files: TableFiles, location: str) -> None:
+    """400 when a register's metadata file is gone by the time its commit is built. A
+    purge of its location deletes that file last, while it holds the location
+    (``metastore.purging``): a register that read the file before and commits after the
+    purge would name a table whose files are gone."""
+    if not files.exists(location):
+        raise BadRequest(
+            f"metadata file {location} is gone (its table was purged meanwhile);"
+            " nothing was registered"
         )
 
 

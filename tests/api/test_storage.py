@@ -479,3 +479,14 @@ def test_within_storage_roots_a_tenant_admin_names_its_catalogs_storage(tmp_path
         body["storage"]["io-properties"] = routed
         created = requests.post(process.url + CATALOGS, json=body, headers=root, timeout=30)
         assert created.status_code == 201, created.text  # a service admin's choice
+        # the tenant admin changes that catalog's storage, keeping what the admin chose
+        # (not choosing anew: another endpoint is refused as ever)
+        more = [uri(allowed / "routed"), uri(allowed / "routed-more")]
+        members = {"storage": {**body["storage"], "allowed-locations": more}}
+        url = f"{process.url}{CATALOGS}/routed/storage"
+        kept = requests.post(url, json=members, headers=boss, timeout=30)
+        assert kept.status_code == 200, kept.text
+        elsewhere = {**routed, "s3.endpoint": "http://10.0.0.2:8080"}
+        members["storage"]["io-properties"] = elsewhere
+        refused = requests.post(url, json=members, headers=boss, timeout=30)
+        assert refused.status_code == 400 and "s3.endpoint" in refused.text, refused.text

@@ -259,3 +259,45 @@ def test_a_purge_of_a_table_registered_from_a_dropped_ones_metadata_keeps_its_fi
     # the location is the undropped table's again: a purge of it deletes its files
     catalog.purge_table(("db", "t"))
     assert not any(p.suffix == ".parquet" for p in _files(table.metadata.location))
+
+
+def test_a_register_racing_a_purge_of_its_metadata_never_gets_purged_files(
+    iceberg_server: Server, catalog_name: str, catalog: RestCatalog
+) -> None:
+    """A purge of a table with many snapshots, and a client registering that table's
+    metadata file over and over meanwhile: each register is refused (the location is
+    being purged, or its metadata file is gone) or wins before the purge reads what is
+    held, and then the registered table keeps every file. Before, a register committed
+    while the purge deleted got a table whose manifests were gone."""
+    import threading
+
+    catalog.create_namespace(("db",))
+    table = catalog.create_table(("db", "big"), SCHEMA)
+    for i in range(30):
+        table.append(rows([i]))
+    table = catalog.load_table(("db", "big"))
+    client = RestCatalog("racer", uri=iceberg_server.url, warehouse=catalog_name)
+    outcomes: list[str] = []
+    done = threading.Event()
+
+    def register() -> None:
+        while not done.is_set():
+            try:
+                client.register_table(("db", "again"), table.metadata_location)
+            except Exception as exc:  # refused: the race goes on until the purge ends
+                outcomes.append(type(exc).__name__)
+            else:
+                outcomes.append("registered")
+                return
+
+    racer = threading.Thread(target=register)
+    racer.start()
+    try:
+        catalog.purge_table(("db", "big"))
+    finally:
+        done.set()
+        racer.join(60)
+    if "registered" in outcomes:  # it won before the purge read what is held: all kept
+        again = catalog.load_table(("db", "again"))
+        assert sorted(again.scan().to_arrow()["id"].to_pylist()) == list(range(30))
+    assert not {"ServerError", "InternalServerError"} & set(outcomes), outcomes

@@ -9,7 +9,17 @@ from metastore.commits import CommitRequest
 from metastore.errors import BadRequest
 from metastore.keys import EntityKey
 from metastore.location_index import record_key
-from tests.unit.conftest import MAIN, Node, create_catalog_ref, create_request, ns_key
+from metastore.locations import normalize
+from metastore.persistence.base import Persistence
+from metastore.purging import PurgingLocations
+from tests.unit.conftest import (
+    MAIN,
+    Node,
+    create_catalog_ref,
+    create_request,
+    make_node,
+    ns_key,
+)
 from tests.unit.conftest import table_key as _table_key
 from tests.unit.conftest import view_key as _view_key
 
@@ -57,6 +67,24 @@ def test_a_second_table_or_view_cannot_overlap(db: Node, other: str) -> None:
             commit(db, CreateEntity(key, location=other))
     commit(db, CreateEntity(table("c"), location=f"{ROOT}/t2"))  # a sibling, not a prefix
     assert held(db) == [f"{ROOT}/t", f"{ROOT}/t2"]
+
+
+def test_a_location_a_running_purge_holds_cannot_be_claimed(persistence: Persistence) -> None:
+    """A purge holds its location from before it reads what is held until its last
+    deletion: a table created there (or around it, or inside it) meanwhile would get
+    files that are going."""
+    purging = PurgingLocations()
+    node = make_node(persistence, purging=purging)
+    create_catalog_ref(node.committer)
+    node.committer.commit(MAIN, create_request(ns_key("db")))
+    with purging.hold("t1", "c1", normalize(f"{ROOT}/t")):
+        for where in (f"{ROOT}/t", f"{ROOT}/t/data", ROOT):
+            with pytest.raises(BadRequest, match="being purged now"):
+                commit(node, CreateEntity(table("a"), location=where))
+        with purging.hold("t1", "other", normalize(f"{ROOT}/x")):  # another catalog's
+            commit(node, CreateEntity(table("b"), location=f"{ROOT}/x"))
+    commit(node, CreateEntity(table("a"), location=f"{ROOT}/t"))  # done: free again
+    assert held(node) == [f"{ROOT}/t", f"{ROOT}/x"]
 
 
 def test_two_overlapping_creates_in_one_commit_fail_together(db: Node) -> None:
