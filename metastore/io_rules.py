@@ -124,12 +124,12 @@ def check_value(key: str, value: str) -> None:
 def check_own(
     io_properties: Mapping[str, str], node: Mapping[str, str], kept: Mapping[str, str] = _NONE
 ) -> None:
-    """The bound on one who is no service admin: every ``ROUTING`` key absent or as this
-    node has it (``node``), or as the catalog's storage had it (``kept``: what a service
-    admin chose stays); 400 naming the first that is not."""
+    """The bound on one who is no service admin: every ``ROUTING`` key left out, or as
+    this node has it (``node``), or as the catalog's storage had it (``kept``: what a
+    service admin chose stays); 400 naming the first that is not."""
     for key in sorted(ROUTING):
         value = io_properties.get(key)
-        if value != node.get(key) and (kept is _NONE or value != kept.get(key)):
+        if value is not None and value != node.get(key) and value != kept.get(key):
             now = "this node's own" if key in node else "left out (this node sets none)"
             raise BadRequest(
                 f"storage io-properties: {key!r} decides where or as whom this node"
