@@ -59,11 +59,13 @@ class DropEntity:
 
     The engine moves the entity's next version (``by``, the dropping principal, recorded
     in it) from ``key`` to its dropped record (``metastore.dropped``); its location stays
-    held, so its files stay its own until it is collected.
+    held, so its files stay its own until it is collected. With ``purge`` it moves to its
+    purging record instead: kept only until the purge of its files that follows ends.
     """
 
     key: EntityKey
     by: str
+    purge: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +79,24 @@ class UndropEntity:
     entity_id: int | None = None
 
 
-Change = CreateEntity | UpdateEntity | DeleteEntity | RenameEntity | DropEntity | UndropEntity
+@dataclass(frozen=True, slots=True)
+class PurgeDropped:
+    """Purge a dropped table or view kept until now: the engine moves its next version
+    from its dropped record ``key`` to its purging record (``metastore.dropped``), where it
+    stays, never undropped, until the purge of its files that follows ends."""
+
+    key: EntityKey
+
+
+Change = (
+    CreateEntity
+    | UpdateEntity
+    | DeleteEntity
+    | RenameEntity
+    | DropEntity
+    | UndropEntity
+    | PurgeDropped
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +158,15 @@ def _drop(change: DropEntity, current: Entity | None, ctx: ApplyContext) -> Enti
     assert current is not None, "engine checks existence first"
     props = {**current.properties, DROPPED_BY: change.by}
     return _next(current, current.path, props, ctx)
+
+
+@apply_change.register
+def _purge_dropped(
+    change: PurgeDropped, current: Entity | None, ctx: ApplyContext
+) -> Entity | None:
+    """The version kept until its purge ends (``current``: the dropped one), unchanged."""
+    assert current is not None, "engine checks existence first"
+    return _next(current, current.path, current.properties, ctx)
 
 
 @apply_change.register

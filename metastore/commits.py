@@ -15,7 +15,6 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from functools import partial
 from typing import Any, Protocol
 
 from metastore import dropped, location_index
@@ -25,6 +24,7 @@ from metastore.changes import (
     CreateEntity,
     DeleteEntity,
     DropEntity,
+    PurgeDropped,
     RenameEntity,
     UndropEntity,
     UpdateEntity,
@@ -57,7 +57,6 @@ from metastore.persistence.base import (
     DEFAULT_RECENT_HEADS,
     StoredObject,
 )
-from metastore.purging import PurgingLocations
 from metastore.requirements import Requirement
 from metastore.retry import RetryPolicy
 from metastore.store import Objects, StagedObjects
@@ -197,14 +196,11 @@ class CommitLogic:
         ids: SnowflakeGenerator,
         limits: EngineLimits,
         entity_limits: EntityLimits | None = None,
-        purging: PurgingLocations | None = None,
     ) -> None:
         self._codec = codec
         self._ids = ids
         self._limits = limits
         self._entity_limits = entity_limits
-        # locations running purges hold (``metastore.purging``)
-        self._purging = purging if purging is not None else PurgingLocations()
         self._encodings = RecentEncodings()
         # the stripes spills wrote lately (by object id): the next spill into one of them
         # encodes only what it changes
@@ -325,9 +321,17 @@ class CommitLogic:
             state.index.remove(key.encode())
             results[key] = None
             recorded.append(CommitChange(key.encode(), "DELETE"))
-            key, action = dropped.record_key(current.entity_id), "CREATE"
+            record = dropped.purging_key if change.purge else dropped.record_key
+            key, action = record(current.entity_id), "CREATE"
             if state.get(key) is not None:  # cannot happen: one live entity per id
                 raise AlreadyExists(f"{key.name} is kept already")
+        elif isinstance(change, PurgeDropped):
+            if key.kind is not Kind.SYSTEM or not key.name.startswith(dropped.PREFIX):
+                raise ValidationFailed("only a dropped table or view kept for undrop is purged")
+            state.index.remove(key.encode())
+            results[key] = None
+            recorded.append(CommitChange(key.encode(), "DELETE"))
+            key, action = dropped.purging_key(current.entity_id), "CREATE"
         elif isinstance(change, DeleteEntity):
             if key.kind is Kind.NAMESPACE and state.has_children(key.path):
                 raise NotEmpty(f"namespace is not empty: {key.display()}")
@@ -360,9 +364,7 @@ class CommitLogic:
             state.index.remove(key.encode())
         else:
             self._write_entity(objects, state, key, entity, ctx.new_id, now_us)
-        purging = partial(self._purging.overlapping, objects.tenant, objects.catalog)
-        claimed = location_index.claim(current, entity, records, purging)
-        self._derive(claimed, state, objects, now_us)
+        self._derive(location_index.claim(current, entity, records), state, objects, now_us)
         if isinstance(change, UndropEntity) and entity is not None:
             self._derive(location_index.reclaim(entity, records), state, objects, now_us)
         results[key] = entity

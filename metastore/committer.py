@@ -55,7 +55,6 @@ from metastore.persistence.base import (
     Write,
     WritesTogether,
 )
-from metastore.purging import PurgingLocations
 from metastore.store import CatalogObjects, StagedObjects
 from metastore.write_failures import WriteFailures
 
@@ -101,7 +100,6 @@ class Committer:
         entity_limits: EntityLimits | None = None,
         write_time: Callable[[float], None] | None = None,
         require_tenant: bool = False,
-        purging: PurgingLocations | None = None,
     ) -> None:
         self._persistence = persistence
         # a catalog's commits need its tenant: checked once per batch, in the batch's thread
@@ -110,7 +108,7 @@ class Committer:
         self._objects = objects
         self._clock = clock
         self._limits = limits = limits if limits is not None else EngineLimits()
-        self._logic = CommitLogic(codec, ids, limits, entity_limits, purging)
+        self._logic = CommitLogic(codec, ids, limits, entity_limits)
         self._sleep = sleep
         self._rng = rng or random.Random()
         self.cas_retries = 0

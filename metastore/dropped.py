@@ -11,9 +11,18 @@ the name is taken. Each dropped instance has its own record (keyed by entity id)
 name dropped twice keeps both, each restorable by its entity id.
 
 The catalog property ``drop.retention-ms`` (default 7 days) says how long a record is
-kept; past it, the catalog's expiry (``metastore.expiry``) deletes it in one commit
-and the table's files are purged. The records are derived from the drop and undrop
-commits alone, so they replicate and replay like every record.
+kept; past it, the catalog's expiry (``metastore.expiry``) purges the table's files
+and deletes the record. The records are derived from the drop and undrop commits
+alone, so they replicate and replay like every record.
+
+A purge is made durable the same way: the commit that drops a table with purge (or
+the expiry's, for one kept until now, ``changes.PurgeDropped``) moves it to the
+system record ``purging:<entity id>``, and the record is deleted only once the purge
+of its files has ended. While it exists the location stays held, and yields to no
+new table (its files are going), the table is never undropped or listed, and a purge
+that a crash cut short is done again by the next expiry. A purge deletes files that
+reference others after them (``metastore.iceberg.purge``), so its next run still
+reads every file that is left.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from metastore.keys import EntityKey, Kind, kind_prefix
 from metastore.model import Entity
 
 PREFIX = "dropped:"
+PURGING_PREFIX = "purging:"
 RETENTION = "drop.retention-ms"  # catalog property
 DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 MAX_RETENTION_MS = 10 * 365 * 24 * 3600 * 1000
@@ -47,11 +57,15 @@ def record_key(entity_id: int) -> EntityKey:
     return EntityKey(Kind.SYSTEM, (), f"{PREFIX}{entity_id}")
 
 
+def purging_key(entity_id: int) -> EntityKey:
+    return EntityKey(Kind.SYSTEM, (), f"{PURGING_PREFIX}{entity_id}")
+
+
 @dataclass(frozen=True, slots=True)
 class Dropped:
     """One dropped table or view: its kept version, where it lived, when and by whom."""
 
-    record: EntityKey  # the ``dropped:<entity id>`` record holding it
+    record: EntityKey  # the ``dropped:<entity id>`` (or ``purging:``) record holding it
     entity: Entity  # its last version (path, properties, location, attachments)
 
     @property
@@ -69,8 +83,17 @@ class Dropped:
 
 
 def scan(index: KeyIndex, entity: Callable[[int], Entity]) -> Iterator[Dropped]:
-    """Every dropped table and view of a catalog state, by entity id."""
-    prefix = kind_prefix((), Kind.SYSTEM) + PREFIX.encode()
+    """Every dropped table and view of a catalog state (kept for undrop), by entity id."""
+    return _records(index, entity, PREFIX)
+
+
+def scan_purging(index: KeyIndex, entity: Callable[[int], Entity]) -> Iterator[Dropped]:
+    """Every dropped table and view of a catalog state whose purge has not ended."""
+    return _records(index, entity, PURGING_PREFIX)
+
+
+def _records(index: KeyIndex, entity: Callable[[int], Entity], name: str) -> Iterator[Dropped]:
+    prefix = kind_prefix((), Kind.SYSTEM) + name.encode()
     for raw, value in index.items(prefix):
         yield Dropped(EntityKey.decode(raw), entity(value[1]))
 

@@ -7,21 +7,28 @@ its lifetime it is deleted in one ordinary commit of its catalog (so it leaves t
 index like any dropped entity, and a garbage-collection sweep later removes the
 object). A node-id lease whose holder has not renewed it for long is removed by
 compare-and-swap on its token, so a node taking the id at the same moment wins
-and nothing it holds is ever removed. A dropped table or view (``metastore.dropped``)
-past the catalog's ``drop.retention-ms`` is collected the same way as an idempotency
-record: its record is deleted in one commit, which also frees its location; the caller
-then purges its files, and a later sweep removes its objects.
+and nothing it holds is ever removed.
+
+A dropped table or view (``metastore.dropped``) past the catalog's ``drop.retention-ms``
+is collected in two steps, so that a crash in between loses no track of its files: one
+commit moves every such table with files of its own to its purging record (and deletes
+the others' records, views and native tables, which have none); then the caller purges
+each one's files and deletes its record (``finish_purge``), which frees its location.
+Every purging record the expiry finds is purged so, those a drop's purge or an earlier
+expiry left when a crash cut it short included. A later sweep removes their objects.
 """
 
 from __future__ import annotations
 
+import itertools
+import logging
 from collections.abc import Callable
 
 from metastore import dropped
-from metastore.changes import DeleteEntity
+from metastore.changes import DeleteEntity, PurgeDropped
 from metastore.codec import Codec
 from metastore.commits import CommitRequest
-from metastore.errors import CommitConflict, ValidationFailed
+from metastore.errors import CommitConflict, MetastoreError, NotFound, ValidationFailed
 from metastore.ids import MAX_NODE_ID
 from metastore.keys import CATALOG_RECORD, EntityKey, Kind
 from metastore.leases import lease_key
@@ -29,6 +36,8 @@ from metastore.model import Entity
 from metastore.persistence.base import Persistence
 from metastore.requirements import AssertVersion
 from metastore.service import Metastore
+
+log = logging.getLogger(__name__)
 
 IDEMPOTENCY_PREFIX = "idempotency:"
 MAX_PER_COMMIT = 10_000  # records expired per call; call again for more
@@ -88,28 +97,39 @@ def expired_drops(
     return found[:MAX_PER_COMMIT]
 
 
+def purging(metastore: Metastore, tenant: str, catalog: str) -> list[dropped.Dropped]:
+    """The catalog's dropped tables whose purge has not ended (at HEAD)."""
+    head = metastore.head(tenant, catalog)
+    objects = metastore.objects(tenant, catalog)
+    index = objects.index(head)
+    assert index is not None
+    return list(itertools.islice(dropped.scan_purging(index, objects.entity), MAX_PER_COMMIT))
+
+
 async def collect_dropped(
     metastore: Metastore,
     tenant: str,
     catalog: str,
     now_us: int,
     principal: str,
-    hold: Callable[[Entity], object] = lambda _: None,
-) -> list[Entity]:
-    """Delete the dropped tables and views past the catalog's retention in one commit;
-    the last versions of those collected (whose files the caller purges). ``hold`` is
-    called with each before the commit that lets its location go (the caller's purge
-    holds it from then: ``metastore.purging``)."""
+    has_files: Callable[[Entity], bool],
+) -> tuple[int, list[dropped.Dropped]]:
+    """Collect the dropped tables and views past the catalog's retention in one commit:
+    delete the records of those without files of their own, and move the others to
+    their purging records. The number deleted, and every purging record now, whose
+    files the caller purges before it deletes each (``finish_purge``)."""
+    deleted = 0
     for attempt in range(COLLECT_ATTEMPTS):
         found = await metastore.read(expired_drops, metastore, tenant, catalog, now_us)
         if not found:
-            return []
-        for drop in found:
-            hold(drop.entity)
+            break
         request = CommitRequest(
             # each exactly as read: one undropped (and dropped again) meanwhile stays
             requirements=tuple(AssertVersion(d.record, d.entity.version) for d in found),
-            changes=tuple(DeleteEntity(d.record) for d in found),
+            changes=tuple(
+                PurgeDropped(d.record) if has_files(d.entity) else DeleteEntity(d.record)
+                for d in found
+            ),
             principal=principal,
             operation="collect dropped",
         )
@@ -119,8 +139,29 @@ async def collect_dropped(
             if attempt + 1 == COLLECT_ATTEMPTS:
                 raise
             continue  # an undrop won: read again
-        return [d.entity for d in found]
-    return []
+        deleted = sum(not has_files(d.entity) for d in found)
+        break
+    return deleted, await metastore.read(purging, metastore, tenant, catalog)
+
+
+async def finish_purge(
+    metastore: Metastore, tenant: str, catalog: str, record: EntityKey, principal: str
+) -> bool:
+    """Delete the purging ``record`` of a table whose purge has ended, which frees its
+    location. False when it is gone already (another run of the purge finished it) or
+    the commit failed: the purge has ended either way, and the record, if it stays, is
+    the next expiry's to finish."""
+    request = CommitRequest(
+        changes=(DeleteEntity(record),), principal=principal, operation="purge ended"
+    )
+    try:
+        await metastore.commit(tenant, catalog, request)
+    except NotFound:
+        return False
+    except MetastoreError as exc:
+        log.warning("%s stays for the next expiry: %s", record.name, exc.message)
+        return False
+    return True
 
 
 def remove_node_leases(

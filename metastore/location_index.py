@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from metastore.changes import Change, CreateEntity, DeleteEntity
+from metastore.dropped import purging_key
 from metastore.dropped import record_key as dropped_key
 from metastore.errors import AlreadyExists, BadRequest
 from metastore.index import IndexValue
@@ -82,6 +83,10 @@ class Records:
         """Whether ``entity_id`` is a dropped table or view kept until it is collected."""
         return self._index.get(dropped_key(entity_id).encode()) is not None
 
+    def is_purging(self, entity_id: int) -> bool:
+        """Whether ``entity_id`` is a dropped table or view whose purge has not ended."""
+        return self._index.get(purging_key(entity_id).encode()) is not None
+
     def kept_name(self, key: str) -> EntityKey | None:
         """The name of the dropped table or view holding ``key``, kept until it is
         collected (None: a live one holds it, or none)."""
@@ -95,6 +100,18 @@ class Records:
         """The held locations (their keys) equal to ``location`` or inside it."""
         held = [location.key] if self.holder(location.key) is not None else []
         return held + self._below(location)
+
+    def kept_by_purge(self, location: Location, purged: int) -> list[str]:
+        """The held locations (their keys) equal to ``location`` or inside it whose files
+        a purge of the table ``purged`` (whose location it is) keeps: all but its own while
+        it holds that itself, unless a dropped one kept for undrop yielded it (to which it
+        goes back when the purge ends, ``release``)."""
+        held = self.inside(location)
+        own = location.key
+        yielded = any(self.is_kept(i) for i in self.yielded(own))
+        if own in held and self.holder(own) == purged and not yielded:
+            held.remove(own)
+        return held
 
     def _below(self, location: Location) -> list[str]:
         prefix = record_key(location.key + "/").encode()
@@ -125,27 +142,15 @@ def release(before: Entity | None, after: Entity | None, records: Records) -> Ch
     return DeleteEntity(record_key(old))
 
 
-def claim(
-    before: Entity | None,
-    after: Entity | None,
-    records: Records,
-    purging: Callable[[Location], str | None] = lambda _: None,
-) -> Change | None:
+def claim(before: Entity | None, after: Entity | None, records: Records) -> Change | None:
     """The record ``after`` takes for a new location (after ``release``); 400 if it
-    overlaps a held one, or one whose files a purge is deleting now (``purging``: the
-    held location it overlaps, if any; ``metastore.purging``)."""
+    overlaps a held one (``check_free``)."""
     if after is None or after.kind not in (Kind.TABLE, Kind.VIEW) or after.location is None:
         return None
     new = normalize(after.location, f"{after.kind.label} location")
     if new.key == _held(before):
         return None
     check_free(records, new, after.key)
-    busy = purging(new)
-    if busy is not None:
-        raise BadRequest(
-            f"{after.kind.label} location {new} overlaps {busy}, whose dropped table's"
-            " files are being purged now: try again once the purge is done"
-        )
     attributes = {HOLDER: str(after.entity_id), "kind": after.kind.label}
     kept = records.holder(new.key)  # a dropped one that yields it (``check_free``)
     if kept is not None:
@@ -157,12 +162,19 @@ def claim(
 def check_free(records: Records, new: Location, key: EntityKey) -> None:
     """400 unless a table or view named ``key`` may hold ``new``: nothing holds it, nor
     a location around it or inside it, except a dropped one holding exactly ``new``
-    that ``yields_to`` it. Such a one yields, as a drop followed by a create or a
-    register of the same metadata expects (its collection's purge keeps what a live
-    location holds), and cannot be undropped while it is taken."""
+    that ``yields_to`` it (never one whose purge has not ended: its files are going).
+    Such a one yields, as a drop followed by a create or a register of the same
+    metadata expects (its collection's purge keeps what a live location holds), and
+    cannot be undropped while it is taken."""
     clash = records.overlapping(new)
     if clash is None:
         return
+    holder = records.holder(clash)
+    if holder is not None and records.is_purging(holder):  # its files are going
+        raise BadRequest(
+            f"{key.kind.label} location {new} overlaps {clash}, whose dropped table's"
+            " files are being purged: try again once the purge is done"
+        )
     kept = records.kept_name(clash) if clash == new.key else None
     if kept is not None and yields_to(kept, key):
         return

@@ -1,61 +1,44 @@
-"""The locations whose files this node is deleting now: a purge's hold on its location.
+"""The purges this process is running now, so that an expiry takes up only the others.
 
-A purge runs after the commit that dropped (or collected) its table, which let the
-location go. A table created or registered there (a register of the purged table's own
-metadata file, say) while the purge still deletes would get a location whose files are
-going: the purge decided what to keep from the locations held when it began. So a purge
-holds its location here from before the commit that lets it go until its last deletion,
-and the commit engine refuses, inside the commit that would claim it
-(``location_index.claim``), a location equal to, inside or around one held (a 400: try
-again once the purge is done). Held before that commit, the hold also covers a claim
-built meanwhile in the catalog's lane, which would otherwise land after the purge read
-what is held.
-
-The hold lives in this process: the purge and every commit of its catalog run on the
-node that owns the catalog (the embedded node, or its partition's owner), so it covers
-them all except across a change of owner during a purge.
+A purge is durable through its record (``purging:<entity id>``, ``metastore.dropped``):
+the commit that drops the table, or that purges one kept until then, moves it there;
+the record holds the table's location until the purge of its files has ended and the
+record is deleted. A purge that a crash (or a stop) cut short leaves its record, and
+the catalog's expiry (``metastore.expiry``) does it again. What is not durable is
+whether a purge is running: one this process runs now (a drop's, or an earlier
+expiry's still deleting) is left to it, or two would delete the same files and the
+later one's next read would find them gone. Only the catalog's owner (the embedded
+node, or its partition's owner) runs a catalog's drops and expiries, so this process
+sees every purge of its catalogs, except across a change of owner, when two runs of
+one purge may overlap: deleting a file twice is harmless, and the record is deleted
+once.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from metastore.locations import Location
 
-
-class PurgingLocations:
-    """The locations held by running purges, per catalog (thread-safe)."""
+class RunningPurges:
+    """The purges running in this process, by catalog and entity id (thread-safe)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._held: dict[tuple[str, str], Counter[str]] = {}
+        self._running: set[tuple[str, str, int]] = set()
 
     @contextmanager
-    def hold(self, tenant: str, catalog: str, location: Location) -> Iterator[None]:
-        """Hold ``location`` of the catalog for the block (purges may overlap: counted)."""
-        key = location.key
+    def run(self, tenant: str, catalog: str, entity_id: int) -> Iterator[bool]:
+        """For the block, the purge of ``entity_id`` runs here: True, or False when it
+        runs already (the block then leaves it alone)."""
+        key = (tenant, catalog, entity_id)
         with self._lock:
-            self._held.setdefault((tenant, catalog), Counter())[key] += 1
+            mine = key not in self._running
+            self._running.add(key)
         try:
-            yield
+            yield mine
         finally:
-            with self._lock:
-                held = self._held[(tenant, catalog)]
-                held[key] -= 1
-                if not held[key]:
-                    del held[key]
-                if not held:
-                    del self._held[(tenant, catalog)]
-
-    def overlapping(self, tenant: str, catalog: str, location: Location) -> str | None:
-        """A held location (its key) equal to, inside or around ``location``, if any."""
-        with self._lock:
-            held = list(self._held.get((tenant, catalog), ()))
-        key = location.key
-        for other in held:
-            if key == other or key.startswith(other + "/") or other.startswith(key + "/"):
-                return other
-        return None
+            if mine:
+                with self._lock:
+                    self._running.discard(key)

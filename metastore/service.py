@@ -51,7 +51,7 @@ from metastore.model import Commit, Entity
 from metastore.names import check_system_name
 from metastore.paging import PageToken, check_page_size, decode_token, encode_token, fingerprint
 from metastore.persistence.base import Persistence, Ref
-from metastore.purging import PurgingLocations
+from metastore.purging import RunningPurges
 from metastore.requirements import AssertEmpty, AssertVersion, Requirement
 from metastore.store import CatalogObjects
 from metastore.sweep import SweepCounts, SweepPlan, SweepResult, check_candidates
@@ -98,7 +98,6 @@ class Metastore:
         lease: LeaseGate | None = None,
         consistency: Callable[[str, str], ConsistencyToken | None] | None = None,
         clock: Clock | None = None,
-        purging: PurgingLocations | None = None,
     ) -> None:
         """``lease``: a write first renews a lease that has run out (None: the ids are
         never leased out from under this process, as in tests and tools)."""
@@ -110,8 +109,8 @@ class Metastore:
         self._consistency = consistency  # cluster mode: the token covering a write
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.tasks = Tasks(persistence, codec, self.clock)  # batch jobs' leases (blocking)
-        # the locations running purges hold: the commit engine's (``metastore.purging``)
-        self.purging = purging if purging is not None else PurgingLocations()
+        # the purges this process runs now (``metastore.purging``)
+        self.purges = RunningPurges()
         self.sweeps = SweepCounts()
         # told the tenant after each commit of this node to a tenant's own records
         self.tenant_changed: list[Callable[[str], None]] = []

@@ -70,7 +70,6 @@ from metastore.lanes import CommitLanes
 from metastore.lease_keeper import LeaseKeeper
 from metastore.leases import NodeLeaser
 from metastore.persistence.rocksdb import RocksDBPersistence
-from metastore.purging import PurgingLocations
 from metastore.quotas import TenantEntityLimits, TenantQuotas, quota_defaults
 from metastore.security.authorizer import Authorizer
 from metastore.service import Metastore
@@ -237,7 +236,6 @@ async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
         max_object_bytes=config.max_object_bytes,
         recent_heads=config.recent_heads,
     )
-    purging = PurgingLocations()
     committer = Committer(
         persistence,
         codec,
@@ -248,7 +246,6 @@ async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
         entity_limits=TenantEntityLimits(persistence, objects, quotas),
         write_time=app[METRICS].commits.durable_write.observe,
         require_tenant=True,
-        purging=purging,
     )
     lanes = CommitLanes(committer, app[COMMIT_THREADS], metrics=app[METRICS].commits)
     metastore = Metastore(
@@ -258,7 +255,6 @@ async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
         lanes,
         lease=app[LEASE_KEEPER],
         consistency=_consistency(app),
-        purging=purging,
     )
     app[METASTORE] = metastore
     app[WRITE_FAILURES] = committer.write_failures

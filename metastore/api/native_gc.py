@@ -6,14 +6,14 @@ any that a commit newer than the mark references again (``metastore.sweep``); in
 cluster mode it is a write like any other, forwarded to the partition's owner,
 whose transaction carries the tombstones. ``POST .../gc/expire`` deletes the
 catalog's idempotency records past their lifetime and collects its dropped tables and
-views past the catalog's retention (purging their files), ``POST /api/v1/admin/gc/leases``
+views past the catalog's retention (purging their files, and finishing every purge a crash
+cut short), ``POST /api/v1/admin/gc/leases``
 the node-id leases expired long ago (``metastore.expiry``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from contextlib import ExitStack
 from typing import Any
 
 from aiohttp import web
@@ -22,9 +22,13 @@ from metastore.api import params
 from metastore.api.principal import principal_of
 from metastore.api.typedefs import ICEBERG, METASTORE
 from metastore.api.validation import body_of, read_json
-from metastore.expiry import collect_dropped, expire_idempotency, remove_node_leases
+from metastore.expiry import (
+    collect_dropped,
+    expire_idempotency,
+    finish_purge,
+    remove_node_leases,
+)
 from metastore.keys import ObjKey
-from metastore.model import Entity
 from metastore.service import Metastore
 from metastore.tasks import JOBS, STATUSES
 
@@ -84,15 +88,17 @@ async def expire(request: web.Request) -> web.Response:
         principal,
     )
     tables = request.app[ICEBERG].tables
-    with ExitStack() as holds:  # each location held from before its collection's commit
-
-        def hold(entity: Entity) -> object:
-            return holds.enter_context(tables.holding(tenant, catalog, entity))
-
-        collected = await collect_dropped(metastore, tenant, catalog, now_us, principal, hold)
-        for entity in collected:  # committed: their files are garbage now
-            await asyncio.to_thread(tables.purge_collected, tenant, catalog, entity)
-    return web.json_response({"expired": expired, "collected": len(collected)})
+    collected, purging = await collect_dropped(
+        metastore, tenant, catalog, now_us, principal, tables.has_files
+    )
+    for record in purging:  # committed: their files are garbage now
+        with metastore.purges.run(tenant, catalog, record.entity.entity_id) as mine:
+            if not mine:
+                continue  # a drop's purge (or another expiry's) running here now
+            await asyncio.to_thread(tables.purge_dropped, tenant, catalog, record.entity)
+            if await finish_purge(metastore, tenant, catalog, record.record, principal):
+                collected += 1
+    return web.json_response({"expired": expired, "collected": collected})
 
 
 @routes.post(LEASES)

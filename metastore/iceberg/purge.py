@@ -11,6 +11,12 @@ registering this table's metadata file, keeps every file under its location too
 written by hand, files left behind by a ``set-location``) is not its own, and
 it is not protected.
 
+A purge deletes a file only after every file it references: data and statistics
+files first, then manifests, then manifest lists, then metadata files, the current one
+last. So a purge cut short (a crash: its purging record stays, ``metastore.dropped``)
+and run again still reads every file left, through the ones not deleted yet; the files
+it finds gone are skipped, not failures.
+
 The drop has committed before the purge starts, so a purge never fails the
 request: what cannot be read or deleted is logged and counted
 (``metastore_purge_failures_total``), like every path kept for lying outside
@@ -32,6 +38,15 @@ from metastore.iceberg.bounded_input import DEFAULT_READ_LIMIT, BoundedReads
 from metastore.locations import Location, is_inside, normalize
 
 log = logging.getLogger(__name__)
+
+# the order files are deleted in, by kind: one referencing others goes after them
+_ORDER = {
+    "data file": 0,
+    "statistics file": 0,
+    "manifest": 1,
+    "manifest list": 2,
+    "metadata file": 3,
+}
 
 
 @dataclass
@@ -90,7 +105,7 @@ class Purge:
         self._held = [normalize(key, file=True) for key in held]
         self._io = io
         self._seen: set[str] = set()
-        self._files: list[str] = []
+        self._files: list[tuple[int, str]] = []  # (``_ORDER`` of its kind, path)
         self.report = PurgeReport()
 
     def run(self) -> PurgeReport:
@@ -102,7 +117,7 @@ class Purge:
             self._take(statistics.statistics_path, "statistics file")
         if self._metadata_location:
             self._take(self._metadata_location, "metadata file")
-        for path in self._files:
+        for _, path in sorted(self._files, key=lambda ranked: ranked[0]):  # stable
             self._delete(path)
         return self.report
 
@@ -112,6 +127,8 @@ class Purge:
             return
         try:
             manifests = snapshot.manifests(self._reads(manifest_list, "manifest list"))
+        except FileNotFoundError:
+            return  # deleted by a run of this purge cut short, with every file it named
         except Exception as exc:  # a broken file must not stop the rest of the purge
             self._failed("read manifest list", manifest_list, exc)
             return
@@ -122,6 +139,8 @@ class Purge:
                 entries = manifest.fetch_manifest_entry(
                     self._reads(manifest.manifest_path, "manifest"), discard_deleted=False
                 )
+            except FileNotFoundError:
+                continue  # as a manifest list: gone after its files
             except Exception as exc:
                 self._failed("read manifest", manifest.manifest_path, exc)
                 continue
@@ -146,7 +165,7 @@ class Purge:
             )
             self.report.kept += 1
             return False
-        self._files.append(path)
+        self._files.append((_ORDER[what], path))
         return True
 
     def _is_own(self, path: str) -> bool:

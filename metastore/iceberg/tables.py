@@ -20,7 +20,7 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, AsyncExitStack, contextmanager, nullcontext
+from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -45,7 +45,8 @@ from pyiceberg.table.update import (
     TableUpdate,
 )
 
-from metastore.changes import Change, CreateEntity, DeleteEntity, DropEntity, UpdateEntity
+from metastore import dropped
+from metastore.changes import Change, CreateEntity, DropEntity, UpdateEntity
 from metastore.codec import Codec
 from metastore.commits import CommitOutcome, CommitRequest, NewObject
 from metastore.errors import (
@@ -57,6 +58,7 @@ from metastore.errors import (
     StorageUnavailable,
     ValidationFailed,
 )
+from metastore.expiry import finish_purge
 from metastore.iceberg import pieces, rebase
 from metastore.iceberg.answer_cache import DEFAULT_BYTES, AnswerCache, AnswerKey
 from metastore.iceberg.column_defaults import with_defaults
@@ -676,36 +678,24 @@ class Tables:
         extra: Sequence[Change] = (),
     ) -> CommitOutcome:
         """Drop a table: with ``purge`` delete it and its files at once, else keep it,
-        restorable, until garbage collection collects it (``metastore.dropped``)."""
+        restorable, until garbage collection collects it (``metastore.dropped``). A purge's
+        drop moves the table to its purging record, which holds the location until the
+        files are deleted and is deleted then; a purge a crash cut short is done again by
+        the catalog's next expiry (``metastore.expiry``)."""
         entity, state = await asyncio.to_thread(self._dropped, tenant, catalog, key, purge)
-        drop = DeleteEntity(key) if purge else DropEntity(key, principal)
         request = CommitRequest(
             (AssertEntityId(key, entity.entity_id), AssertVersion(key, entity.version)),
-            (drop, *extra),
+            (DropEntity(key, principal, purge=purge), *extra),
             principal,
             "drop table" + (" (purge)" if purge else ""),
         )
-        # a purge holds the location from before the drop lets it go: a table claiming it
-        # in a commit built meanwhile would land after the purge read what is held
-        with self.holding(tenant, catalog, entity if purge else None):
+        with self._metastore.purges.run(tenant, catalog, entity.entity_id):
             outcome = await self._metastore.commit(tenant, catalog, request)
             if state is not None:
-                await asyncio.to_thread(self._purge, tenant, catalog, state)
+                await asyncio.to_thread(self._purge, tenant, catalog, state, entity.entity_id)
+                record = dropped.purging_key(entity.entity_id)
+                await finish_purge(self._metastore, tenant, catalog, record, principal)
         return outcome
-
-    def holding(
-        self, tenant: str, catalog: str, entity: Entity | None
-    ) -> AbstractContextManager[None]:
-        """The purge's hold on ``entity``'s location (``metastore.purging``; none without
-        an entity or a location a claim could overlap)."""
-        location = entity.location if entity is not None else None
-        if location is None:
-            return nullcontext()
-        try:
-            held = normalize(location, "table location")
-        except BadRequest:  # an old, unnormalizable location: no claim can overlap it
-            return nullcontext()
-        return self._metastore.purging.hold(tenant, catalog, held)
 
     def _dropped(
         self, tenant: str, catalog: str, key: EntityKey, purge: bool
@@ -714,21 +704,27 @@ class Tables:
         entity = self._metastore.get_entity(tenant, catalog, key)
         return entity, self.state_of(tenant, catalog, entity) if purge else None
 
-    def purge_collected(self, tenant: str, catalog: str, entity: Entity) -> None:
-        """Delete the files of a dropped table that garbage collection has collected
-        (``metastore.expiry``; blocking, after the collecting commit, as a purge runs
-        after its drop). Its metadata pieces are still stored: a later sweep takes them."""
-        if entity.kind is not Kind.TABLE or pieces.CORE not in entity.attachments:
-            return  # a view, or a table of the native API: no files of its own
+    @staticmethod
+    def has_files(entity: Entity) -> bool:
+        """Whether a dropped ``entity`` has files of its own that its purge deletes (not a
+        view, nor a table of the native API)."""
+        return entity.kind is Kind.TABLE and pieces.CORE in entity.attachments
+
+    def purge_dropped(self, tenant: str, catalog: str, entity: Entity) -> None:
+        """Delete the files of a dropped table moved to its purging record by the expiry
+        (``metastore.expiry``; blocking, after that commit, as a purge runs after its
+        drop). Its metadata pieces are still stored: a later sweep takes them."""
+        if not self.has_files(entity):
+            return
         try:
             state = self.state_of(tenant, catalog, entity)
         except MetastoreError as exc:
-            log.warning("purge of collected %s failed: %s", entity.key.display(), exc.message)
+            log.warning("purge of dropped %s failed: %s", entity.key.display(), exc.message)
             self.purges.add(PurgeReport(failed=1))
             return
-        self._purge(tenant, catalog, state)
+        self._purge(tenant, catalog, state, entity.entity_id)
 
-    def _purge(self, tenant: str, catalog: str, state: TableState) -> None:
+    def _purge(self, tenant: str, catalog: str, state: TableState, entity_id: int) -> None:
         """Delete the dropped table's own files (``purge.py``). The drop has committed:
         whatever goes wrong now is logged and counted, never the request's outcome."""
         report = PurgeReport()
@@ -746,15 +742,14 @@ class Tables:
                 report.failed += 1
                 self.purges.add(report)
                 return
-            # held until its last deletion (and by the caller from before its commit): a
-            # claim of the location meanwhile is refused (``metastore.purging``)
-            with self._metastore.purging.hold(tenant, catalog, location):
-                held = self.records(tenant, catalog).inside(location)
-                io = self.warehouse.files(tenant, catalog).io
-                limit = self.warehouse.read_limit
-                purge = Purge(metadata, state.metadata_location, held, io, limit)
-                report = purge.report
-                purge.run()
+            # its purging record holds the location meanwhile: nothing claims it or nests
+            # in it; what a table that yielded it, or one inside it, holds is kept
+            held = self.records(tenant, catalog).kept_by_purge(location, entity_id)
+            io = self.warehouse.files(tenant, catalog).io
+            limit = self.warehouse.read_limit
+            purge = Purge(metadata, state.metadata_location, held, io, limit)
+            report = purge.report
+            purge.run()
         except Exception as exc:
             log.warning("purge of %s failed: %s: %s", state.key.display(), type(exc).__name__, exc)
             report.failed += 1
@@ -770,8 +765,8 @@ class Tables:
 
 def _still_there(files: TableFiles, location: str) -> None:
     """400 when a register's metadata file is gone by the time its commit is built. A
-    purge of its location deletes that file last, while it holds the location
-    (``metastore.purging``): a register that read the file before and commits after the
+    purge deletes that file last, while its purging record holds the location
+    (``metastore.dropped``): a register that read the file before and commits after the
     purge would name a table whose files are gone."""
     if not files.exists(location):
         raise BadRequest(

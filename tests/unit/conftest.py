@@ -29,7 +29,6 @@ from metastore.keys import CATALOG_RECORD, EntityKey, Kind, ObjKey, RefKey
 from metastore.lanes import CommitLanes
 from metastore.persistence.base import Persistence, RefUpdate, StoredObject
 from metastore.persistence.memory import MemoryPersistence
-from metastore.purging import PurgingLocations
 from metastore.requirements import Requirement
 from metastore.service import Metastore
 from metastore.store import CatalogObjects
@@ -95,7 +94,6 @@ def make_node(
     limits: EngineLimits | None = None,
     clock: Clock | None = None,
     sleep: Callable[[float], None] | None = None,
-    purging: PurgingLocations | None = None,
 ) -> Node:
     codec = default_codec()
     cache = ObjectCache()
@@ -112,7 +110,6 @@ def make_node(
         clock,
         limits or EngineLimits(index=SMALL_INDEX),
         sleep=sleep or time.sleep,
-        purging=purging,
     )
     return Node(persistence, committer, cache, codec)
 

@@ -4,20 +4,28 @@ from __future__ import annotations
 
 import pytest
 
-from metastore.changes import CreateEntity, DeleteEntity, RenameEntity, UpdateEntity
+from metastore import dropped
+from metastore.changes import (
+    CreateEntity,
+    DeleteEntity,
+    DropEntity,
+    PurgeDropped,
+    RenameEntity,
+    UndropEntity,
+    UpdateEntity,
+)
 from metastore.commits import CommitRequest
-from metastore.errors import BadRequest
+from metastore.errors import BadRequest, NotFound, ValidationFailed
+from metastore.index import IndexView
 from metastore.keys import EntityKey
-from metastore.location_index import record_key
+from metastore.location_index import Records, record_key
 from metastore.locations import normalize
-from metastore.persistence.base import Persistence
-from metastore.purging import PurgingLocations
+from metastore.model import Entity
 from tests.unit.conftest import (
     MAIN,
     Node,
     create_catalog_ref,
     create_request,
-    make_node,
     ns_key,
 )
 from tests.unit.conftest import table_key as _table_key
@@ -45,6 +53,25 @@ def commit(node: Node, *changes: object) -> None:
     node.committer.commit(MAIN, CommitRequest(changes=tuple(changes)))  # type: ignore[arg-type]
 
 
+def head_index(node: Node) -> IndexView:
+    objects = node.objects()
+    ref = node.persistence.get_ref(MAIN)
+    assert ref is not None
+    index = objects.index(objects.commit(ref.head))
+    assert index is not None
+    return index
+
+
+def records(node: Node) -> Records:
+    return Records(head_index(node), node.objects().entity)
+
+
+def entity(node: Node, key: EntityKey) -> Entity:
+    found = head_index(node).get(key.encode())
+    assert found is not None, key
+    return node.objects().entity(found[1])
+
+
 def held(node: Node) -> list[str]:
     objects = node.objects()
     ref = node.persistence.get_ref(MAIN)
@@ -69,22 +96,47 @@ def test_a_second_table_or_view_cannot_overlap(db: Node, other: str) -> None:
     assert held(db) == [f"{ROOT}/t", f"{ROOT}/t2"]
 
 
-def test_a_location_a_running_purge_holds_cannot_be_claimed(persistence: Persistence) -> None:
-    """A purge holds its location from before it reads what is held until its last
-    deletion: a table created there (or around it, or inside it) meanwhile would get
-    files that are going."""
-    purging = PurgingLocations()
-    node = make_node(persistence, purging=purging)
-    create_catalog_ref(node.committer)
-    node.committer.commit(MAIN, create_request(ns_key("db")))
-    with purging.hold("t1", "c1", normalize(f"{ROOT}/t")):
-        for where in (f"{ROOT}/t", f"{ROOT}/t/data", ROOT):
-            with pytest.raises(BadRequest, match="being purged now"):
-                commit(node, CreateEntity(table("a"), location=where))
-        with purging.hold("t1", "other", normalize(f"{ROOT}/x")):  # another catalog's
-            commit(node, CreateEntity(table("b"), location=f"{ROOT}/x"))
-    commit(node, CreateEntity(table("a"), location=f"{ROOT}/t"))  # done: free again
-    assert held(node) == [f"{ROOT}/t", f"{ROOT}/x"]
+def test_a_location_a_purging_record_holds_is_claimed_by_nothing(db: Node) -> None:
+    """A drop with purge (or the expiry's purge of a kept one) holds the location in its
+    purging record until the purge ends: no table takes it meanwhile, not even one of
+    its namespace (which a kept one yields to), nor one around it or inside it; once the
+    record is deleted it is free. A purge that a crash cut short so keeps its hold."""
+    commit(db, CreateEntity(table("gone"), location=f"{ROOT}/t"))
+    gone = entity(db, table("gone"))
+    commit(db, DropEntity(table("gone"), "p", purge=True))
+    assert entity(db, dropped.purging_key(gone.entity_id)).key == table("gone")
+    for where in (f"{ROOT}/t", f"{ROOT}/t/data", ROOT):
+        with pytest.raises(BadRequest, match="being purged"):
+            commit(db, CreateEntity(table("a"), location=where))
+    with pytest.raises(NotFound):  # never undropped
+        commit(db, UndropEntity(table("gone"), gone.entity_id))
+    commit(db, DeleteEntity(dropped.purging_key(gone.entity_id)))  # the purge ended
+    commit(db, CreateEntity(table("a"), location=f"{ROOT}/t"))  # free again
+    assert held(db) == [f"{ROOT}/t"]
+
+
+def test_a_purge_keeps_its_location_when_a_kept_one_yielded_it(db: Node) -> None:
+    """What a purge keeps under its location: nothing of its own, but all of it while a
+    dropped one kept for undrop yielded it the location (which goes back to that one
+    when the purge ends), and what a table inside it holds. The expiry's purge of a kept
+    one moves it to its purging record, which a new table of its namespace cannot take."""
+    commit(db, CreateEntity(table("t"), location=f"{ROOT}/t"))
+    first = entity(db, table("t"))
+    commit(db, DropEntity(table("t"), "p"))  # kept; then a register of its metadata
+    commit(db, CreateEntity(table("t2"), location=f"{ROOT}/t"))
+    second = entity(db, table("t2"))
+    commit(db, DropEntity(table("t2"), "p", purge=True))
+    location = normalize(f"{ROOT}/t")
+    assert records(db).kept_by_purge(location, second.entity_id) == [location.key]
+    commit(db, DeleteEntity(dropped.purging_key(second.entity_id)))
+    assert records(db).holder(location.key) == first.entity_id  # back to the kept one
+
+    commit(db, PurgeDropped(dropped.record_key(first.entity_id)))  # the expiry's
+    assert records(db).kept_by_purge(location, first.entity_id) == []
+    with pytest.raises(BadRequest, match="being purged"):
+        commit(db, CreateEntity(table("t3"), location=f"{ROOT}/t"))
+    with pytest.raises(ValidationFailed):  # only a kept one is moved so
+        commit(db, PurgeDropped(dropped.purging_key(first.entity_id)))
 
 
 def test_two_overlapping_creates_in_one_commit_fail_together(db: Node) -> None:
