@@ -742,8 +742,9 @@ class Tables:
                 report.failed += 1
                 self.purges.add(report)
                 return
-            # its purging record holds the location meanwhile: nothing claims it or nests
-            # in it; what a table that yielded it, or one inside it, holds is kept
+            # its purging record holds the location meanwhile, so nothing claims it or
+            # nests in it; kept: what a table inside it holds, and all of it while a kept
+            # one that yielded it to this table is owed it back
             held = self.records(tenant, catalog).kept_by_purge(location, entity_id)
             io = self.warehouse.files(tenant, catalog).io
             limit = self.warehouse.read_limit
