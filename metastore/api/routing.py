@@ -34,8 +34,17 @@ from aiohttp.typedefs import Handler
 
 from metastore.api.middlewares import is_open
 from metastore.api.peers import PEER
+from metastore.api.principal import PRINCIPAL
 from metastore.api.tenancy import TOKEN_PATH, UNSCOPED, check_token
-from metastore.api.typedefs import CLUSTER, CONFIG, HTTP_CLIENT, METRICS, PEERS, ROUTING_STATS
+from metastore.api.typedefs import (
+    CLUSTER,
+    CONFIG,
+    HTTP_CLIENT,
+    IDENTITY,
+    METRICS,
+    PEERS,
+    ROUTING_STATS,
+)
 from metastore.api.validation import body_of
 from metastore.cluster import protocol
 from metastore.cluster.node import ClusterNode
@@ -97,12 +106,18 @@ async def honor_token(request: web.Request, handler: Handler) -> web.StreamRespo
     log, every tenant's writes on it, had come. The open paths never wait, but for the
     token endpoint: its client id names the tenant the token was checked against
     (``tenancy.check_token``), and a principal created through another node signs in
-    here once this node has applied it."""
+    here once this node has applied it. After the wait the caller is verified again:
+    its principal disabled through another node, with this token, is refused here too."""
     token = request.get(TOKEN)
     checked = request.path == TOKEN_PATH and request.get(UNSCOPED) is None
     if token is not None and (not is_open(request.path) or checked):
         config = request.app[CONFIG]
         await wait_for_token(request.app[CLUSTER], token, config.consistency_wait_s)
+        if request.get(PRINCIPAL) is not None:
+            # verified on the view before the wait: the token may carry a change of the
+            # caller itself (disabled, deleted, its secret rotated), which counts now
+            header = request.headers.get("Authorization")
+            request[PRINCIPAL] = await request.app[IDENTITY].auth.verify(header)
     return await handler(request)
 
 
