@@ -25,6 +25,12 @@ steps and loads), each phase on every backend in turn before the next phase:
 
 (``bench/scenarios/iceberg_workload.py``.)
 
+5b. the REST client's floor: creates, commit steps and loads of PyIceberg's
+   ``RestCatalog`` against the node's own answers replayed from memory
+   (``bench.floor_app``), side by side with ``SqlCatalog`` on SQLite and the node: the
+   least any REST catalog could take for them through that client
+   (``bench/scenarios/client_floor.py``; ``--skip-floor`` leaves it out).
+
 6. concurrent appenders: 16 PyIceberg clients appending to one table for
    ``--append-seconds`` (appends/s, client retries, failures, every row once),
    against this service with ``metastore.commit.rebase-appends`` on and off and
@@ -53,9 +59,9 @@ from pyiceberg.catalog import Catalog
 from bench import summary
 from bench.load import children_cpu
 from bench.report import command_line, save_report
-from bench.scenarios import iceberg_appenders, iceberg_workload
+from bench.scenarios import client_floor, iceberg_appenders, iceberg_workload
 from bench.scenarios.iceberg_backends import BACKENDS, ensure_postgres
-from bench.scenarios.iceberg_workload import PINNED
+from bench.scenarios.iceberg_workload import OURS, PINNED
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 OUT_PATH = REPO_ROOT / ".bench" / "iceberg.json"
@@ -82,6 +88,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--skip-appenders", action="store_true", help="no concurrent appenders scenario"
     )
+    parser.add_argument(
+        "--skip-floor", action="store_true", help="no run of the REST client's floor"
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     # long enough that a hiccup of this machine moves a figure little: 300 loads took
@@ -105,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; single client, sequential")
     results: dict[str, dict[str, float]] = {}
     appends: dict[str, dict[str, float]] = {}
+    floor: dict[str, dict[str, float]] = {}
     notes: list[str] = []
     failed = False
     catalogs: dict[str, Catalog] = {}
@@ -126,6 +136,14 @@ def run(args: argparse.Namespace) -> int:
             results, failures = iceberg_workload.interleave(catalogs, args)
             failed = failed or bool(failures)
             notes += [f"{name} failed: {why}" for name, why in failures.items()]
+        if not (args.appenders_only or args.skip_floor) and OURS in catalogs:
+            print("\n== the REST client's floor ==", flush=True)
+            try:
+                floor = _floor(catalogs, stack.enter_context(tempfile.TemporaryDirectory()), args)
+            except Exception as exc:  # report and go on with the appenders
+                failed = True
+                notes.append(f"client floor failed: {type(exc).__name__}: {exc}")
+                print(f"  FAILED: {exc}", flush=True)
         for name, catalog in catalogs.items():
             if args.skip_appenders:
                 break
@@ -139,6 +157,8 @@ def run(args: argparse.Namespace) -> int:
                 notes.append(f"{name} appenders failed: {type(exc).__name__}: {exc}")
                 print(f"  FAILED: {exc}", flush=True)
     text = "\n".join(iceberg_workload.section(results) if results else [])
+    if floor:
+        text += "\n\n" + "\n".join(client_floor.section(floor))
     if appends:
         text += "\n\n" + "\n".join(iceberg_appenders.section(appends))
     text += "".join(f"\n{n}" for n in notes)
@@ -146,14 +166,32 @@ def run(args: argparse.Namespace) -> int:
     save_report(
         OUT_PATH,
         REPO_ROOT,
-        {"args": vars(args), "results": results, "appenders": appends, "notes": notes},
+        {
+            "args": vars(args),
+            "results": results,
+            "floor": floor,
+            "appenders": appends,
+            "notes": notes,
+        },
     )
     if results:
         summary.contribute("iceberg", iceberg_workload.summary_rows(results), quick=args.quick)
+    if floor:
+        rows = client_floor.summary_rows(floor, OURS, iceberg_workload.TARGET_BASE)
+        summary.contribute("iceberg floor", rows, quick=args.quick)
     if appends:
         rows = iceberg_appenders.summary_rows(appends)
         summary.contribute("appenders", rows, quick=args.quick)
     return 1 if failed else 0
+
+
+def _floor(
+    catalogs: dict[str, Catalog], work: str, args: argparse.Namespace
+) -> dict[str, dict[str, float]]:
+    """The floor beside this service's node and ``SqlCatalog`` on SQLite (the target's
+    base), when they ran."""
+    beside = {n: catalogs[n] for n in (OURS, iceberg_workload.TARGET_BASE) if n in catalogs}
+    return client_floor.run(beside, catalogs[OURS].properties["uri"], Path(work), args)
 
 
 def _appenders(

@@ -32,7 +32,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 ROWS_DIR = REPO_ROOT / ".bench" / "rows"
 OUT_PATH = REPO_ROOT / ".bench" / "summary.json"
 # the order of the table's sections; sources not named here follow, by name
-ORDER = ("embedded", "iceberg", "appenders", "cluster", "pipeline", "authz", "gc")
+ORDER = ("embedded", "iceberg", "iceberg floor", "appenders", "cluster", "pipeline", "authz", "gc")
 
 
 @dataclass(frozen=True)
