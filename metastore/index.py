@@ -13,7 +13,6 @@ key's common prefix with the previous key (``encode_entries``).
 from __future__ import annotations
 
 import bisect
-import heapq
 import math
 import threading
 from collections import OrderedDict
@@ -227,23 +226,39 @@ class IndexView:
             if stripe.last < start:
                 continue
             entries = self._load(stripe.id)
-            i = bisect.bisect_left(entries, (start,))
-            for key, value in entries[i:]:
-                if after is not None and key <= after:
+            # by position, not over a slice: a reader that stops at its prefix's end (most
+            # do, after a few entries) would otherwise copy the rest of the stripe first
+            for i in range(bisect.bisect_left(entries, (start,)), len(entries)):
+                entry = entries[i]
+                if after is not None and entry[0] <= after:
                     continue
-                yield key, value
+                yield entry
 
 
-def _merge(embedded: Iterator[Entry], spilled: Iterator[Entry]) -> Iterator[Entry]:
-    """Merge two sorted streams; on equal keys the embedded entry wins."""
-    # heapq.merge is stable across iterables in argument order, so for equal keys the
-    # embedded entry (first iterable) comes first; the spilled duplicate is skipped.
-    last: bytes | None = None
-    for key, value in heapq.merge(embedded, spilled, key=lambda e: e[0]):
-        if key == last:
+def _merge(first: Iterator[Entry], second: Iterator[Entry]) -> Iterator[Entry]:
+    """Merge two sorted streams of distinct keys; on equal keys the entry of ``first``
+    (the embedded index, or a commit's changes) wins and ``second``'s is skipped.
+
+    Two streams need no heap: ``heapq.merge`` cost more to set up than most reads use
+    (a location's overlap check, a point-like prefix read, stops after an entry or two),
+    and a stream found empty hands over the other one whole."""
+    a = next(first, None)
+    b = next(second, None)
+    while a is not None and b is not None:
+        if b[0] < a[0]:
+            yield b
+            b = next(second, None)
             continue
-        last = key
-        yield key, value
+        if b[0] == a[0]:
+            b = next(second, None)
+        yield a
+        a = next(first, None)
+    if a is not None:
+        yield a
+        yield from first
+    elif b is not None:
+        yield b
+        yield from second
 
 
 # --- building the next commit's index ------------------------------------------------

@@ -69,7 +69,7 @@ class Records:
             ancestor = root + "/".join(location.decoded[:size])
             if self._index.get(record_key(ancestor).encode()) is not None:
                 return ancestor
-        return next(iter(self._below(location)), None)
+        return next(self._under(location), None)
 
     def yielded(self, key: str) -> list[int]:
         """The dropped ones that yielded the location of ``key`` to its holder, last first."""
@@ -114,8 +114,14 @@ class Records:
         return held
 
     def _below(self, location: Location) -> list[str]:
+        return list(self._under(location))
+
+    def _under(self, location: Location) -> Iterator[str]:
+        """The held locations inside ``location``, read as they are asked for: the
+        overlap check of every create wants only the first, if any."""
         prefix = record_key(location.key + "/").encode()
-        return [EntityKey.decode(k).name.removeprefix(PREFIX) for k, _ in self._index.items(prefix)]
+        for key, _ in self._index.items(prefix):
+            yield EntityKey.decode(key).name.removeprefix(PREFIX)
 
 
 def record_key(location: str) -> EntityKey:

@@ -198,6 +198,55 @@ def test_tombstones_hide_spilled_keys() -> None:
     assert list(view.items(b"a", start_after=b"a0")) == [(b"a2", v(2))]
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_reads_over_embedded_stripes_and_changes_match_a_dict_model(seed: int) -> None:
+    """Every read (prefix, start_after, stop) over embedded entries and tombstones on top
+    of stripes, with a commit's changes on top of that, is what the merged dict gives."""
+    rng = random.Random(seed)
+    keys = sorted({bytes(rng.choice(b"abc") for _ in range(rng.randint(1, 3))) for _ in range(60)})
+    spilled = sorted(rng.sample(keys, rng.randint(0, len(keys))))
+    stripes = [
+        [(k, v(i)) for i, k in enumerate(spilled[at : at + 5], start=at)]
+        for at in range(0, len(spilled), 5)
+    ]
+    embedded: list[Entry] = [
+        (k, None if rng.random() < 0.3 else v(1000 + i))
+        for i, k in enumerate(sorted(rng.sample(keys, rng.randint(0, 12))))
+    ]
+    view, store = _view(embedded, stripes)
+    model: dict[bytes, IndexValue | None] = {k: e for stripe in stripes for k, e in stripe}
+    model.update(dict(embedded))
+    update = IndexUpdate(view, store.load)
+    changed = dict(model)
+    for k in rng.sample(keys, rng.randint(0, 10)):
+        if rng.random() < 0.4:
+            update.remove(k)
+            changed[k] = None
+        else:
+            update.put(k, v(5000 + len(changed)))
+            changed[k] = update.get(k)
+
+    def expected(
+        of: dict[bytes, IndexValue | None], prefix: bytes, after: bytes | None, stop: bytes | None
+    ) -> list[tuple[bytes, IndexValue]]:
+        return [
+            (k, value)
+            for k, value in sorted(of.items())
+            if value is not None
+            and k.startswith(prefix)
+            and (after is None or k > after)
+            and (stop is None or k < stop)
+        ]
+
+    probes = [b"", b"a", b"b", b"ab", b"ca", b"ccc", b"d"]
+    for prefix in probes:
+        for after in (None, *probes):
+            assert list(update.items(prefix, after)) == expected(changed, prefix, after, None)
+            for stop in (None, *probes):
+                got = list(view.items(prefix, after, stop))
+                assert got == expected(model, prefix, after, stop), (prefix, after, stop)
+
+
 def test_update_reads_its_own_changes_before_build() -> None:
     base, store = _view([(b"b", v(2))], [[(b"a", v(1)), (b"c", v(3))]])
     update = IndexUpdate(base, store.load)
