@@ -26,11 +26,12 @@ from typing import Protocol
 from metastore.changes import Change, CreateEntity, DeleteEntity
 from metastore.dropped import purging_key
 from metastore.dropped import record_key as dropped_key
-from metastore.errors import AlreadyExists, BadRequest
+from metastore.errors import AlreadyExists, BadRequest, Forbidden
 from metastore.index import IndexValue
 from metastore.keys import EntityKey, Kind
 from metastore.locations import Location, normalize
 from metastore.model import Entity
+from metastore.security.privileges import Privilege
 
 PREFIX = "location:"
 HOLDER = "entity-id"  # record property: the entity id of the table or view holding it
@@ -38,6 +39,8 @@ HOLDER = "entity-id"  # record property: the entity id of the table or view hold
 # holder, last first (comma-separated entity ids): it goes back to them when it is let go
 YIELDED = "yielded-by"
 MAX_YIELDED = 64  # a record names at most this many (the oldest are let go)
+
+MayRead = Callable[[EntityKey], bool]  # whether the caller may read a table's data
 
 
 class KeyIndex(Protocol):
@@ -196,6 +199,20 @@ def check_free(records: Records, new: Location, key: EntityKey) -> None:
         f"{label} location {new} {how} the location {clash} of another live table or view: "
         "locations must be unique and not nested"
     )
+
+
+def check_may_take(records: Records, location: Location, may_read: MayRead) -> None:
+    """403 if ``location`` is exactly the one a dropped table keeps for its undrop and the
+    caller may not read that table's data: the location would yield to a new table of
+    its namespace (``yields_to``), whose credentials and metadata then reach its files.
+    Every way of making a table checks it before anything is written or vended: a
+    create, a staged create, a register, and a commit that asserts the table is new."""
+    kept = records.kept_name(location.key)
+    if kept is not None and not may_read(kept):
+        raise Forbidden(
+            f"table location {location} is the location of the dropped table {kept.display()}: "
+            f"taking it needs {Privilege.TABLE_READ_DATA.name} on that table"
+        )
 
 
 def yields_to(kept: EntityKey, key: EntityKey) -> bool:

@@ -12,19 +12,15 @@ the dropped table, checked before anything is written or vended (403 otherwise).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from aiohttp import web
 
 from metastore.api.authz import may
-from metastore.errors import Forbidden
 from metastore.iceberg.context import Call
-from metastore.keys import EntityKey
+from metastore.location_index import MayRead as MayRead
+from metastore.location_index import check_may_take as take_checked
 from metastore.locations import normalize
 from metastore.security.privileges import Privilege
 from metastore.security.securables import Securable
-
-MayRead = Callable[[EntityKey], bool]
 
 
 def reader(request: web.Request, call: Call) -> MayRead:
@@ -39,10 +35,5 @@ def reader(request: web.Request, call: Call) -> MayRead:
 def check_may_take(call: Call, location: str, may_read: MayRead) -> None:
     """403 if ``location`` is exactly the one a dropped table keeps and the caller may
     not read that table's data (blocking: reads the catalog's HEAD)."""
-    wanted = normalize(location, "table location")
-    kept = call.iceberg.tables.records(call.tenant, call.catalog).kept_name(wanted.key)
-    if kept is not None and not may_read(kept):
-        raise Forbidden(
-            f"table location {wanted} is the location of the dropped table {kept.display()}: "
-            f"taking it needs {Privilege.TABLE_READ_DATA.name} on that table"
-        )
+    records = call.iceberg.tables.records(call.tenant, call.catalog)
+    take_checked(records, normalize(location, "table location"), may_read)

@@ -222,7 +222,7 @@ async def commit_table(request: web.Request) -> web.Response:
     ):
         raise BadRequest("the identifier in the body is not the table of the path")
     change = TableChange(key, body.requirements, body.updates)
-    result = (await _commit(call, [change]))[0]
+    result = (await _commit(request, call, [change]))[0]
     answer = {"metadata-location": result["metadata-location"], "metadata": result["metadata"]}
     etag = table_etag(answer)
     location = json.dumps(result["metadata-location"])
@@ -232,7 +232,9 @@ async def commit_table(request: web.Request) -> web.Response:
     return tagged(json_response(answer), etag)
 
 
-async def _commit(call: Call, changes: list[TableChange]) -> list[dict[str, Any]]:
+async def _commit(
+    request: web.Request, call: Call, changes: list[TableChange]
+) -> list[dict[str, Any]]:
     """Commit the changes with their idempotency record."""
     single = len(changes) == 1
 
@@ -242,7 +244,12 @@ async def _commit(call: Call, changes: list[TableChange]) -> list[dict[str, Any]
         return call.idempotency.record(204)
 
     return await call.iceberg.tables.commit(
-        call.tenant, call.catalog, changes, call.principal, extra=record
+        call.tenant,
+        call.catalog,
+        changes,
+        call.principal,
+        extra=record,
+        may_read=reader(request, call),
     )
 
 
@@ -256,7 +263,7 @@ async def commit_transaction(request: web.Request) -> web.Response:
         assert item.identifier is not None  # the schema requires it
         key = identifier(item.identifier.model_dump(mode="json"), Kind.TABLE)
         changes.append(TableChange(key, item.requirements, item.updates))
-    await _commit(call, changes)
+    await _commit(request, call, changes)
     return web.Response(status=204)
 
 

@@ -452,6 +452,17 @@ async def test_taking_a_dropped_tables_location_needs_its_read_privilege(
         tenant, "c", "makers", [("TABLE_CREATE", "namespace", ["sales"])], "eng"
     )
     register = f"/v1/{tenant}~c/namespaces/sales/register"
+    # a create is also a commit asserting that the table does not exist yet (what a
+    # staged create ends with, and what a client may send without staging first), of one
+    # table or in a transaction; ana may read the table she would make, not the dropped one
+    own = [(p, "table", ["sales", "grab"]) for p in ("TABLE_READ_DATA", "TABLE_WRITE_DATA")]
+    await admin.catalog_role(tenant, "c", "own", own, "eng")
+    created_by_commit = {"requirements": [{"type": "assert-create"}], "updates": _create(location)}
+    transaction = {
+        "table-changes": [
+            {"identifier": {"namespace": ["sales"], "name": "grab"}, **created_by_commit}
+        ]
+    }
     for method, path, body in (
         ("POST", iceberg, {"name": "grab", "schema": schema, "location": location}),
         (
@@ -460,14 +471,41 @@ async def test_taking_a_dropped_tables_location_needs_its_read_privilege(
             {"name": "grab", "schema": schema, "location": location, "stage-create": True},
         ),
         ("POST", register, {"name": "grab", "metadata-location": metadata_location}),
+        ("POST", f"{iceberg}/grab", created_by_commit),
+        ("POST", f"/v1/{tenant}~c/transactions/commit", transaction),
     ):
         error = assert_error(await ana.call(method, path, body), 403, "ForbiddenException")
         assert "TABLE_READ_DATA" in error["message"] and "sales.s" in error["message"], error
+    assert_status(await admin.call("GET", f"{iceberg}/grab"), 404)  # none of them wrote it
+    elsewhere = {"requirements": [{"type": "assert-create"}], "updates": _create(location + "x")}
+    assert_status(await ana.call("POST", f"{iceberg}/grab", elsewhere))  # not the kept one
+    assert_status(await admin.call("DELETE", f"{iceberg}/grab?purgeRequested=true"), 204)
     reader = [("TABLE_READ_DATA", "table", ["sales", "s"])]
     await admin.catalog_role(tenant, "c", "readers", reader, "eng")
-    assert_status(
-        await ana.call("POST", register, {"name": "grab", "metadata-location": metadata_location})
-    )
+    assert_status(await ana.call("POST", f"{iceberg}/grab", created_by_commit))
+    taken = await admin.ok("GET", f"{iceberg}/grab")
+    assert taken["metadata"]["location"] == location
+
+
+def _create(location: str) -> list[dict[str, Any]]:
+    """The updates that make a new table at ``location`` in a commit (as PyIceberg's
+    staged create sends them)."""
+    schema = {
+        "type": "struct",
+        "schema-id": 0,
+        "fields": [{"id": 1, "name": "x", "type": "long", "required": False}],
+    }
+    return [
+        {"action": "assign-uuid", "uuid": "9c12d441-03fe-4693-9a96-a0705ddf69c1"},
+        {"action": "upgrade-format-version", "format-version": 2},
+        {"action": "add-schema", "schema": schema},
+        {"action": "set-current-schema", "schema-id": -1},
+        {"action": "add-spec", "spec": {"spec-id": 0, "fields": []}},
+        {"action": "set-default-spec", "spec-id": -1},
+        {"action": "add-sort-order", "sort-order": {"order-id": 0, "fields": []}},
+        {"action": "set-default-sort-order", "sort-order-id": -1},
+        {"action": "set-location", "location": location},
+    ]
 
 
 async def _snapshot(admin: Admin, tenant: str, table: str, snapshot_id: int) -> None:

@@ -194,7 +194,9 @@ REPLACE = CommitViewRequest(
 async def test_table_create_commit_and_drop_read_the_store_off_the_loop(stack: Stack) -> None:
     stack.persistence.watching = True
     uuid = await _create_table(stack)
-    (result,) = await stack.tables.commit(TENANT, CATALOG, [_table_change(uuid)], "test")
+    (result,) = await stack.tables.commit(
+        TENANT, CATALOG, [_table_change(uuid)], "test", may_read=lambda _: True
+    )
     properties = result["metadata"]["properties"]
     assert properties == {"k": "v", "write.parquet.compression-codec": "zstd"}  # + the default
     await stack.tables.drop(TENANT, CATALOG, TABLE, purge=True, principal="test")
@@ -246,7 +248,9 @@ async def test_a_table_commit_gives_up_after_the_rebase_attempts(stack: Stack) -
     uuid = await _create_table(stack)
     stack.interfere(TABLE, times=1000)
     with pytest.raises(CommitConflict):
-        await stack.tables.commit(TENANT, CATALOG, [_table_change(uuid)], "test")
+        await stack.tables.commit(
+            TENANT, CATALOG, [_table_change(uuid)], "test", may_read=lambda _: True
+        )
     stack.persistence.before_write = None
     assert stack.interfered == REBASES.max_attempts
     assert len(stack.metadata_files(TABLE)) == 1  # the create's: every attempt's was deleted
