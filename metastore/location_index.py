@@ -205,8 +205,9 @@ def check_may_take(records: Records, location: Location, may_read: MayRead) -> N
     """403 if ``location`` is exactly the one a dropped table keeps for its undrop and the
     caller may not read that table's data: the location would yield to a new table of
     its namespace (``yields_to``), whose credentials and metadata then reach its files.
-    Every way of making a table checks it before anything is written or vended: a
-    create, a staged create, a register, and a commit that asserts the table is new."""
+    Every way of putting a table there checks it before anything is written or vended:
+    a create, a staged create, a register, a commit that asserts the table is new, and
+    a commit that moves a table."""
     kept = records.kept_name(location.key)
     if kept is not None and not may_read(kept):
         raise Forbidden(

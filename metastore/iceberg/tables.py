@@ -575,7 +575,9 @@ class Tables:
             )
         if location != new.location:
             new = new.model_copy(update={"location": location})
-        if current is None:  # a create: it may take a dropped table's location as one does
+        if base is None or location != base.location:
+            # a create, or a move: either may take a dropped table's location (its own
+            # namespace's), and a load of the table then vends credentials for it
             check_may_take(self.records(tenant, catalog), normalize(location), may_read)
         check_properties(new.properties, location)
         rebase.check_setting(new.properties, base.properties if base is not None else None)

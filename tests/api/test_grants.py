@@ -479,6 +479,12 @@ async def test_taking_a_dropped_tables_location_needs_its_read_privilege(
     assert_status(await admin.call("GET", f"{iceberg}/grab"), 404)  # none of them wrote it
     elsewhere = {"requirements": [{"type": "assert-create"}], "updates": _create(location + "x")}
     assert_status(await ana.call("POST", f"{iceberg}/grab", elsewhere))  # not the kept one
+    # nor may her own table move there
+    move = {"updates": [{"action": "set-location", "location": location}]}
+    error = assert_error(await ana.call("POST", f"{iceberg}/grab", move), 403, "ForbiddenException")
+    assert "TABLE_READ_DATA" in error["message"] and "sales.s" in error["message"], error
+    kept = await admin.ok("GET", f"{iceberg}/grab")
+    assert kept["metadata"]["location"] == location + "x"
     assert_status(await admin.call("DELETE", f"{iceberg}/grab?purgeRequested=true"), 204)
     reader = [("TABLE_READ_DATA", "table", ["sales", "s"])]
     await admin.catalog_role(tenant, "c", "readers", reader, "eng")
