@@ -469,7 +469,7 @@ class Tables:
     ) -> list[dict[str, Any]]:
         """Apply every table change in one atomic commit; returns each table's new result.
         ``may_read``: whether the caller may read a table's data, for a change that makes
-        a new table (``location_index.check_may_take``)."""
+        a table or moves one (``location_index.check_may_take``)."""
         keys = [c.key for c in changes]
         if len(set(keys)) != len(keys):
             raise BadRequest("a transaction may change each table at most once")
