@@ -99,6 +99,21 @@ class Records:
         value = self._index.get(dropped_key(holder).encode())
         return None if value is None else self._entity(value[1]).key
 
+    def kept_owners(self, key: str) -> list[EntityKey]:
+        """The names of the dropped tables and views, kept until they are collected, that
+        the location of ``key`` (``Location.key``) belongs to: its holder if that is one,
+        then those that yielded it (``claim``), still kept, last first. Empty when a live
+        one holds it, or none."""
+        holder = self.holder(key)
+        if holder is None or not self.is_kept(holder):
+            return []
+        owners = []
+        for entity_id in (holder, *self.yielded(key)):
+            value = self._index.get(dropped_key(entity_id).encode())
+            if value is not None:
+                owners.append(self._entity(value[1]).key)
+        return owners
+
     def inside(self, location: Location) -> list[str]:
         """The held locations (their keys) equal to ``location`` or inside it."""
         held = [location.key] if self.holder(location.key) is not None else []
@@ -206,14 +221,19 @@ def check_may_take(records: Records, location: Location, may_read: MayRead) -> N
     caller may not read that table's data: the location would yield to a new table of
     its namespace (``yields_to``), whose credentials and metadata then reach its files.
     Every way of putting a table there checks it before anything is written or vended:
-    a create, a staged create, a register, a commit that asserts the table is new, and
-    a commit that moves a table."""
-    kept = records.kept_name(location.key)
-    if kept is not None and not may_read(kept):
-        raise Forbidden(
-            f"table location {location} is the location of the dropped table {kept.display()}: "
-            f"taking it needs {Privilege.TABLE_READ_DATA.name} on that table"
-        )
+    a create, a staged create, a register, a commit that asserts the table is new, a
+    commit that moves a table, and the native API's creates and moves.
+
+    Every kept one the location belongs to is asked about, not only its holder: a
+    dropped table holding a location that another dropped one yielded to it (one that
+    took the location, then was dropped itself) would otherwise let whoever may read the
+    second take the first one's files."""
+    for kept in records.kept_owners(location.key):
+        if not may_read(kept):
+            raise Forbidden(
+                f"table location {location} is the location of the dropped table "
+                f"{kept.display()}: taking it needs {Privilege.TABLE_READ_DATA.name} on that table"
+            )
 
 
 def yields_to(kept: EntityKey, key: EntityKey) -> bool:

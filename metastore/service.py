@@ -46,6 +46,7 @@ from metastore.keys import (
     kind_prefix,
 )
 from metastore.lanes import CommitLanes
+from metastore.location_index import Records
 from metastore.memory_only import WouldWait, memory_only
 from metastore.model import Commit, Entity
 from metastore.names import check_system_name
@@ -177,6 +178,13 @@ class Metastore:
             return objects.commit(self.get_ref(tenant, catalog).head)
         self.get_ref(tenant, catalog)
         return objects.commit(at)
+
+    def location_records(self, tenant: str, catalog: str) -> Records:
+        """The locations held by the catalog's tables and views, at HEAD (blocking)."""
+        objects = self.objects(tenant, catalog)
+        index = objects.index(self.head(tenant, catalog))
+        assert index is not None
+        return Records(index, objects.entity)
 
     def _view(self, tenant: str, catalog: str, commit: Commit) -> IndexView:
         view = self.objects(tenant, catalog).index(commit)

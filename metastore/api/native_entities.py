@@ -29,7 +29,8 @@ from metastore.commits import CommitOutcome
 from metastore.errors import BadRequest
 from metastore.iceberg.context import flag
 from metastore.keys import EntityKey, Kind
-from metastore.locations import check_inside
+from metastore.location_index import check_may_take
+from metastore.locations import check_inside, normalize
 from metastore.model import Entity
 from metastore.names import check_name, check_namespace
 from metastore.requirements import (
@@ -73,13 +74,30 @@ def _sets_location(change: Change) -> bool:
 def _contained(request: web.Request, change: Change) -> Change:
     """A location must lie inside one of the catalog's allowed locations (its storage),
     by the same rule as on the Iceberg API (``metastore.locations``); it is stored
-    normalized. No symlinks to resolve: the server never touches a native entity's files."""
+    normalized. No symlinks to resolve: the server never touches a native entity's files.
+
+    A table's may be a dropped table's kept location only for one who may read that
+    table (``location_index.check_may_take``), as on the Iceberg API: the location
+    yields to any table of its namespace, and a native table dropped there in turn
+    became the holder an Iceberg create or register asked about instead."""
     if not _sets_location(change):
         return change
     assert isinstance(change, CreateEntity | UpdateEntity) and change.location is not None
-    storage = request.app[STORAGE].of(params.tenant(request), params.catalog(request))
+    tenant, catalog = params.tenant(request), params.catalog(request)
+    storage = request.app[STORAGE].of(tenant, catalog)
     what = f"{change.key.kind.label} location"
-    return replace(change, location=check_inside(change.location, storage.allowed, what))
+    location = check_inside(change.location, storage.allowed, what)
+    if change.key.kind is Kind.TABLE:
+        allows = may(request)
+        records = request.app[METASTORE].location_records(tenant, catalog)
+        check_may_take(
+            records,
+            normalize(location, what),
+            lambda key: allows(
+                Privilege.TABLE_READ_DATA, Securable.of_entity(tenant, catalog, key)
+            ),
+        )
+    return replace(change, location=location)
 
 
 def _contained_all(request: web.Request, changes: tuple[Change, ...]) -> tuple[Change, ...]:

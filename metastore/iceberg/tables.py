@@ -266,11 +266,8 @@ class Tables:
             return None
 
     def records(self, tenant: str, catalog: str) -> Records:
-        """The locations held by the catalog's live tables and views, at HEAD."""
-        objects = self._metastore.objects(tenant, catalog)
-        index = objects.index(self._metastore.head(tenant, catalog))
-        assert index is not None
-        return Records(index, objects.entity)
+        """The locations held by the catalog's tables and views, at HEAD."""
+        return self._metastore.location_records(tenant, catalog)
 
     def default_location(self, tenant: str, catalog: str, key: EntityKey) -> str:
         """``<catalog root>/<namespace...>/<name>``, or with a unique suffix when that is

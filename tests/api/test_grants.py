@@ -476,7 +476,36 @@ async def test_taking_a_dropped_tables_location_needs_its_read_privilege(
     ):
         error = assert_error(await ana.call(method, path, body), 403, "ForbiddenException")
         assert "TABLE_READ_DATA" in error["message"] and "sales.s" in error["message"], error
+    # the native API's creates: a native table dropped at the location would become its
+    # holder, which an Iceberg create or register then asked about instead of the owner
+    native = f"{catalog(tenant)}/namespaces/sales/tables"
+    atomic = {
+        "changes": [
+            {
+                "action": "create",
+                "entity": {"kind": "table", "path": ["sales", "grab"]},
+                "location": location,
+            }
+        ]
+    }
+    for path, body in (
+        (native, {"name": "grab", "location": location}),
+        (f"{catalog(tenant)}/commit", atomic),
+    ):
+        error = assert_error(await ana.call("POST", path, body), 403, "ForbiddenException")
+        assert "TABLE_READ_DATA" in error["message"] and "sales.s" in error["message"], error
     assert_status(await admin.call("GET", f"{iceberg}/grab"), 404)  # none of them wrote it
+    assert_status(await admin.call("GET", f"{native}/grab"), 404)
+    # a dropped table that took the location (here the admin's, who may read everything)
+    # is asked about, and so is every kept one that yielded the location to it
+    await admin.ok("POST", native, {"name": "decoy", "location": location}, 201)
+    assert_status(await admin.call("DELETE", f"{native}/decoy"), 204)  # kept, holds it now
+    await admin.catalog_role(
+        tenant, "c", "decoys", [("TABLE_READ_DATA", "table", ["sales", "decoy"])], "eng"
+    )
+    grab = {"name": "grab", "schema": schema, "location": location}
+    error = assert_error(await ana.call("POST", iceberg, grab), 403, "ForbiddenException")
+    assert "TABLE_READ_DATA" in error["message"] and "sales.s" in error["message"], error
     elsewhere = {"requirements": [{"type": "assert-create"}], "updates": _create(location + "x")}
     assert_status(await ana.call("POST", f"{iceberg}/grab", elsewhere))  # not the kept one
     # nor may her own table move there
