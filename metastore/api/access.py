@@ -244,14 +244,29 @@ def _table_write(updates: Any) -> Privilege:
     return P.TABLE_WRITE_PROPERTIES if actions <= _PROPERTY_UPDATES else P.TABLE_WRITE_DATA
 
 
+def _creates(change: dict[str, Any]) -> bool:
+    """A table change asserting that its table does not exist yet makes it: the end of a
+    staged create, or a create sent as a commit."""
+    requirements = change.get("requirements") or ()
+    return any(isinstance(r, dict) and r.get("type") == "assert-create" for r in requirements)
+
+
+def _ice_change(request: web.Request, key: EntityKey, change: dict[str, Any]) -> Iterator[Need]:
+    """A table change writes its table; one that makes it also creates in its namespace,
+    as a create does (writing a table one may write but not create is no create right)."""
+    if _creates(change):
+        yield P.TABLE_CREATE, Securable.of_namespace(*_ice(request), key.namespace)
+    yield _table_write(change.get("updates")), _ice_key(request, key)
+
+
 def _ice_commit_table(request: web.Request, body: dict[str, Any]) -> Iterator[Need]:
-    yield _table_write(body.get("updates")), _ice_named(Kind.TABLE, "table")(request)
+    name = request.match_info["table"]
+    yield from _ice_change(request, EntityKey(Kind.TABLE, params.namespace(request), name), body)
 
 
 def _ice_transaction(request: web.Request, body: dict[str, Any]) -> Iterator[Need]:
     for change in body["table-changes"]:
-        key = identifier(change.get("identifier"), Kind.TABLE)
-        yield _table_write(change.get("updates")), _ice_key(request, key)
+        yield from _ice_change(request, identifier(change.get("identifier"), Kind.TABLE), change)
 
 
 def _ice_register(request: web.Request, body: dict[str, Any]) -> Iterator[Need]:

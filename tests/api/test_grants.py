@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -522,7 +523,49 @@ async def test_taking_a_dropped_tables_location_needs_its_read_privilege(
     assert taken["metadata"]["location"] == location
 
 
-def _create(location: str) -> list[dict[str, Any]]:
+async def test_a_commit_that_makes_a_table_needs_the_create_privilege(
+    admin: Admin, tenant: str
+) -> None:
+    """A commit asserting that its table is new makes it, alone or in a transaction: it
+    needs ``TABLE_CREATE`` in the namespace as a create does, not only the right to write
+    the table it makes."""
+    iceberg = f"/v1/{tenant}~c/namespaces/sales/tables"
+    schema = {
+        "type": "struct",
+        "fields": [{"id": 1, "name": "x", "type": "long", "required": False}],
+    }
+    probe = await admin.ok("POST", iceberg, {"name": "probe", "schema": schema})
+    folder = probe["metadata"]["location"].rsplit("/", 1)[0]  # the namespace's folder
+    wanda = await admin.login_as(tenant, "wanda")
+    await admin.principal_role(tenant, "writers", "wanda")
+    writes = [("TABLE_WRITE_DATA", "namespace", ["sales"])]
+    await admin.catalog_role(tenant, "c", "writes", writes, "writers")
+
+    def making(name: str) -> dict[str, Any]:
+        updates = _create(f"{folder}/{name}", str(uuid.uuid4()))
+        return {"requirements": [{"type": "assert-create"}], "updates": updates}
+
+    def transaction(*names: str) -> dict[str, Any]:
+        changes = [{"identifier": {"namespace": ["sales"], "name": n}, **making(n)} for n in names]
+        return {"table-changes": changes}
+
+    commit = f"/v1/{tenant}~c/transactions/commit"
+    for path, body in ((f"{iceberg}/a", making("a")), (commit, transaction("b0", "b1"))):
+        error = assert_error(await wanda.call("POST", path, body), 403, "ForbiddenException")
+        assert "TABLE_CREATE" in error["message"], error
+    listed = await admin.ok("GET", iceberg)
+    assert [i["name"] for i in listed["identifiers"]] == ["probe"]  # nothing was made
+    creates = [("TABLE_CREATE", "namespace", ["sales"])]
+    await admin.catalog_role(tenant, "c", "creates", creates, "writers")
+    assert_status(await wanda.call("POST", f"{iceberg}/a", making("a")))
+    assert_status(await wanda.call("POST", commit, transaction("b0", "b1")), 204)
+    names = sorted(i["name"] for i in (await admin.ok("GET", iceberg))["identifiers"])
+    assert names == ["a", "b0", "b1", "probe"]
+
+
+def _create(
+    location: str, uuid: str = "9c12d441-03fe-4693-9a96-a0705ddf69c1"
+) -> list[dict[str, Any]]:
     """The updates that make a new table at ``location`` in a commit (as PyIceberg's
     staged create sends them)."""
     schema = {
@@ -531,7 +574,7 @@ def _create(location: str) -> list[dict[str, Any]]:
         "fields": [{"id": 1, "name": "x", "type": "long", "required": False}],
     }
     return [
-        {"action": "assign-uuid", "uuid": "9c12d441-03fe-4693-9a96-a0705ddf69c1"},
+        {"action": "assign-uuid", "uuid": uuid},
         {"action": "upgrade-format-version", "format-version": 2},
         {"action": "add-schema", "schema": schema},
         {"action": "set-current-schema", "schema-id": -1},
