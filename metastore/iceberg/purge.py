@@ -175,6 +175,14 @@ class Purge:
         return not any(location.within(held) for held in self._held)
 
     def _delete(self, path: str) -> None:
+        """Delete ``path`` if it is still this table's own: checked again right before,
+        since a purge reads every manifest between queueing a file and deleting it, and a
+        folder in its location swapped for a link to another table's folder meanwhile
+        would otherwise send the deletion there."""
+        if not self._is_own(path):
+            log.warning("purge: %s left the location %s since it was listed; kept", path, self._own)
+            self.report.kept += 1
+            return
         try:
             self._io(path).delete(path)
         except FileNotFoundError:
