@@ -57,12 +57,20 @@ def orphan_metadata_files(
     referenced: Iterable[str],
     older_than_us: int,
     storage_roots: Sequence[str] = (),
+    spared: Iterable[str] = (),
 ) -> Listing:
     """The unreferenced metadata files older than ``older_than_us`` under the tables. A
     location reached through a symbolic link below its catalog's ``storage_roots`` is
     not listed (``locations.linked_below``: its folder is another one's) but counted
-    as unlisted."""
+    as unlisted, and so is one at, inside or around a location of ``spared`` (the
+    views': a table's past location a view stands at now holds the view's files)."""
     named = {n for n in (_normalized(p) for p in referenced) if n is not None}
+    kept_out = []
+    for raw in spared:
+        try:
+            kept_out.append(normalize(raw))
+        except MetastoreError:
+            continue
     listing = Listing([])
     seen: set[str] = set()
     for raw in sorted(set(table_locations)):
@@ -75,6 +83,10 @@ def orphan_metadata_files(
             continue
         if linked_below(location, storage_roots):
             log.warning("gc: not listing %s: reached through a symbolic link", location)
+            listing.unlisted += 1
+            continue
+        if any(location.within(view) or view.within(location) for view in kept_out):
+            log.warning("gc: not listing %s: a view's location is at or inside it", location)
             listing.unlisted += 1
             continue
         directory = os.path.join(location.local_path(), METADATA_DIR)

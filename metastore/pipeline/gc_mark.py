@@ -16,7 +16,11 @@ that spares whatever a commit made since the mark references again.
 
 Tables' metadata files are collected alongside: every table location of a reachable
 table entity, and every metadata file a reachable entity names (its current one and
-its metadata log), for the warehouse part of the sweep (``gc_files``).
+its metadata log), for the warehouse part of the sweep (``gc_files``). A table's past
+locations are among them, and a view may stand at one now (a table moved away frees
+its location for anything): so every location a reachable view holds is collected too,
+and no folder at or around one is listed for orphans. Views' metadata files are not all
+named anywhere (a view keeps no log of its files), so listing one would delete them.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ class CatalogMark:
     candidate_bytes: int = 0
     table_locations: set[str] = field(default_factory=set)
     metadata_files: set[str] = field(default_factory=set)  # referenced by a reachable entity
+    view_locations: set[str] = field(default_factory=set)  # of reachable views: never listed
     storage_roots: tuple[str, ...] = ()  # its storage's allowed locations, at main's HEAD
 
 
@@ -142,6 +147,8 @@ class _Reach:
     def attachments(self, entity: Entity) -> None:
         if entity.kind is Kind.TABLE and entity.location:
             self.mark.table_locations.add(entity.location)
+        if entity.kind is Kind.VIEW and entity.location:
+            self.mark.view_locations.add(entity.location)
         for name, piece_id in entity.attachments.items():
             if name == pieces.CORE:
                 self._core(piece_id, entity)
@@ -157,11 +164,13 @@ class _Reach:
         if not isinstance(core, dict):
             return
         location = core.get(pieces.METADATA_LOCATION)
-        if isinstance(location, str) and entity.kind is Kind.TABLE:
+        if isinstance(location, str):
             self.mark.metadata_files.add(location)
-        table_location = core.get("location")
-        if isinstance(table_location, str) and entity.kind is Kind.TABLE:
-            self.mark.table_locations.add(table_location)
+        own_location = core.get("location")
+        if isinstance(own_location, str) and entity.kind is Kind.TABLE:
+            self.mark.table_locations.add(own_location)
+        elif isinstance(own_location, str) and entity.kind is Kind.VIEW:
+            self.mark.view_locations.add(own_location)
 
     def _pages(self, page_id: int, metadata_log: bool) -> None:
         """A log's pages, newest first, linked by ``prev`` (frozen pages are shared)."""

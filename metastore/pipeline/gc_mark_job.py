@@ -137,7 +137,11 @@ def _write_part(directory: Path, columns: dict[str, list[Any]]) -> None:
 
 def _kept(mark: CatalogMark, times: MarkTimes) -> MarkedCatalog:
     listing = orphan_metadata_files(
-        mark.table_locations, mark.metadata_files, times.created_before_us, mark.storage_roots
+        mark.table_locations,
+        mark.metadata_files,
+        times.created_before_us,
+        mark.storage_roots,
+        spared=mark.view_locations,
     )
     return MarkedCatalog(
         mark.tenant,

@@ -597,3 +597,42 @@ def test_a_recorded_mark_the_job_did_not_write_is_not_swept(
         ran = gc(spark, "--url", node.url, "--phase", "sweep", "--out", str(tmp_path / "out"))
         assert ran.status == 2, ran.stdout
         assert precious.read_text() == "must survive gc\n"
+
+
+def test_a_view_standing_at_a_tables_past_location_keeps_its_metadata_files(
+    spark: SparkSession, node: NodeProcess, tmp_path: Path
+) -> None:
+    """A table moved away and back leaves its past location in its retained versions,
+    and a view may be made there meanwhile (a table moved away frees its location): the
+    view's metadata files are named by no table, and a routine run deleted the view's
+    current one. The folder of any location a view holds is now never listed."""
+    http = Http(node.url)
+    client = setup_catalog(http, "views", "c")
+    table = client.create_table(("ns", "t"), SCHEMA)
+    home = table.metadata.location
+    there = home.rsplit("/", 1)[0] + "/reports"
+    prefix = http.ok("GET", "/v1/config?warehouse=views/c")["overrides"]["prefix"]
+    for location in (there, home):  # a metadata file of the table's is left at ``there``
+        move = {"updates": [{"action": "set-location", "location": location}]}
+        http.ok("POST", f"/v1/{prefix}/namespaces/ns/tables/t", move)
+    view = {
+        "name": "reports",
+        "location": there,
+        "schema": {"type": "struct", "schema-id": 0, "fields": [
+            {"id": 1, "name": "id", "type": "long", "required": False}]},
+        "view-version": {
+            "version-id": 1, "timestamp-ms": 1_700_000_000_000, "schema-id": 0,
+            "summary": {"engine-name": "spark"}, "default-namespace": ["ns"],
+            "representations": [{"type": "sql", "sql": "SELECT 1", "dialect": "spark"}],
+        },
+        "properties": {},
+    }  # fmt: skip
+    made = http.ok("POST", f"/v1/{prefix}/namespaces/ns/views", view)
+    metadata = Path(made["metadata-location"].removeprefix("file://"))
+    assert metadata.is_file() and str(metadata).startswith(there.removeprefix("file://"))
+    ran = gc(spark, "--url", node.url, "--tenant", "views", "--grace", "0",
+             "--out", str(tmp_path / "gc"))  # fmt: skip
+    assert ran.status == 0, ran.stdout
+    assert metadata.is_file(), ran.stdout
+    loaded = http.ok("GET", f"/v1/{prefix}/namespaces/ns/views/reports")
+    assert loaded["metadata-location"] == made["metadata-location"]

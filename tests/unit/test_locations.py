@@ -196,6 +196,25 @@ def test_the_gc_listing_skips_a_table_folder_that_is_a_link(tmp_path: Path) -> N
     assert [o.path.rsplit("/", 1)[1] for o in listing.orphans] == ["00001-x.metadata.json"]
 
 
+def test_a_tables_past_location_where_a_view_stands_now_is_not_listed(tmp_path: Path) -> None:
+    """A table moved away frees its location, and a view may stand there now: the view's
+    metadata files are named by nothing a table holds, so its folder is never listed."""
+    root = tmp_path / "cat"
+    view = root / "ns" / "reports"
+    (view / "metadata").mkdir(parents=True)
+    (view / "metadata" / "00000-v.metadata.json").write_text("{}")
+    os.utime(view / "metadata" / "00000-v.metadata.json", (1, 1))
+    past = [f"file://{view}"]
+    listing = orphan_metadata_files(past, [], 10**18, [f"file://{root}"])
+    assert [o.path.rsplit("/", 1)[1] for o in listing.orphans] == ["00000-v.metadata.json"]
+    for spared in (f"file://{view}", f"file://{view}/inner", f"file://{root}/ns"):
+        listing = orphan_metadata_files(past, [], 10**18, [f"file://{root}"], spared=[spared])
+        assert listing.orphans == [] and listing.unlisted == 1, spared
+    elsewhere = [f"file://{root}/ns/other"]
+    listing = orphan_metadata_files(past, [], 10**18, [f"file://{root}"], spared=elsewhere)
+    assert len(listing.orphans) == 1
+
+
 def test_the_gc_deletes_only_what_a_listing_finds(tmp_path: Path) -> None:
     """An orphan comes from the mark: the sweep deletes it only if it is a metadata
     file right in its table's ``metadata/`` folder, whatever the mark said."""
