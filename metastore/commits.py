@@ -121,6 +121,12 @@ class CommitRequest:
     # commit, just before the write that makes it durable, and a commit whose wait
     # raised is not written: no durable commit ever names a file a crash could take back.
     durable_first: tuple[Callable[[], None], ...] = ()
+    # The caller's check for taking a dropped table's kept location: whether it may read
+    # a table's data (``location_index.check_taking``), asked of every table this commit
+    # puts at a location, on the state the commit builds, after its earlier changes (one
+    # of which may have handed the location back to a kept table). None: a commit of the
+    # node's own, with no caller to ask.
+    may_read: Callable[[EntityKey], bool] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,10 +226,10 @@ class CommitLogic:
         results: dict[EntityKey, Entity | None] = {}
         recorded: list[CommitChange] = []
         for change in request.changes:
-            self._apply(change, state, objects, now_us, results, recorded)
+            self._apply(change, state, objects, now_us, results, recorded, request.may_read)
         if request.record is not None:
             for change in request.record(commit_id):
-                self._apply(change, state, objects, now_us, {}, recorded)
+                self._apply(change, state, objects, now_us, {}, recorded, None)
         before = _counts_at(objects, head)
         counts = _tally(before, recorded)
         grown = counts.grown(before)
@@ -302,6 +308,7 @@ class CommitLogic:
         now_us: int,
         results: dict[EntityKey, Entity | None],
         recorded: list[CommitChange],
+        may_read: Callable[[EntityKey], bool] | None,
     ) -> None:
         key = change.key
         current = state.get(key)
@@ -364,6 +371,8 @@ class CommitLogic:
             state.index.remove(key.encode())
         else:
             self._write_entity(objects, state, key, entity, ctx.new_id, now_us)
+        if may_read is not None:
+            location_index.check_taking(current, entity, records, may_read)
         self._derive(location_index.claim(current, entity, records), state, objects, now_us)
         if isinstance(change, UndropEntity) and entity is not None:
             self._derive(location_index.reclaim(entity, records), state, objects, now_us)

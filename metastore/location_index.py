@@ -236,6 +236,21 @@ def check_may_take(records: Records, location: Location, may_read: MayRead) -> N
             )
 
 
+def check_taking(
+    before: Entity | None, after: Entity | None, records: Records, may_read: MayRead
+) -> None:
+    """``check_may_take`` for a table a change puts at a new location (a create, a move),
+    on the state its commit is building: the routes check the HEAD before anything is
+    written or vended, and the commit checks again here, since an earlier change of the
+    same commit may have handed the location back to a dropped table kept for undrop
+    (deleting or moving the table that had taken it)."""
+    if after is None or after.kind is not Kind.TABLE or after.location is None:
+        return
+    new = normalize(after.location, "table location")
+    if new.key != _held(before):
+        check_may_take(records, new, may_read)
+
+
 def yields_to(kept: EntityKey, key: EntityKey) -> bool:
     """Whether a dropped table's (or view's) location, kept for its undrop, yields to a
     new one named ``key``: one of its kind in its own namespace. Whoever may create

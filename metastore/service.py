@@ -338,13 +338,21 @@ class Metastore:
         operation: str,
         requirements: Sequence[Requirement] = (),
         record: Record | None = None,
+        may_read: Callable[[EntityKey], bool] | None = None,
     ) -> CommitOutcome:
         """Change entities of a catalog in one commit, iff every requirement holds: what
         creating, updating, dropping and renaming namespaces, tables and views, and a
         multi-entity commit, come down to on both APIs. ``record``: the idempotency
-        record, built from the commit's id (``CommitRequest.record``)."""
+        record, built from the commit's id (``CommitRequest.record``); ``may_read``: the
+        caller's check for taking a kept location (``CommitRequest.may_read``), for a
+        change that may put a table at a location."""
         request = CommitRequest(
-            tuple(requirements), tuple(changes), principal, operation, record=record
+            tuple(requirements),
+            tuple(changes),
+            principal,
+            operation,
+            record=record,
+            may_read=may_read,
         )
         return await self.commit(tenant, catalog, request)
 

@@ -210,6 +210,12 @@ def _commit(request: web.Request, body: dict[str, Any]) -> Iterator[Need]:
             yield _UPDATE[key.kind], _native(request, key)
         elif action == "delete":
             yield _DROP[key.kind], _native(request, key)
+            if key.kind is Kind.TABLE:
+                # a delete keeps no dropped record and purges nothing: the table's files
+                # stay where its location was, free for any new table of the catalog to
+                # take (and be vended credentials for), so only one who may read them
+                # may leave them so
+                yield P.TABLE_READ_DATA, _native(request, key)
         else:
             destination = params.key_from_json(item["to"])
             yield _DROP[key.kind], _native(request, key)

@@ -29,7 +29,7 @@ from metastore.commits import CommitOutcome
 from metastore.errors import BadRequest
 from metastore.iceberg.context import flag
 from metastore.keys import EntityKey, Kind
-from metastore.location_index import check_may_take
+from metastore.location_index import MayRead, check_may_take
 from metastore.locations import check_inside, normalize
 from metastore.model import Entity
 from metastore.names import check_name, check_namespace
@@ -88,16 +88,17 @@ def _contained(request: web.Request, change: Change) -> Change:
     what = f"{change.key.kind.label} location"
     location = check_inside(change.location, storage.allowed, what)
     if change.key.kind is Kind.TABLE:
-        allows = may(request)
         records = request.app[METASTORE].location_records(tenant, catalog)
-        check_may_take(
-            records,
-            normalize(location, what),
-            lambda key: allows(
-                Privilege.TABLE_READ_DATA, Securable.of_entity(tenant, catalog, key)
-            ),
-        )
+        check_may_take(records, normalize(location, what), _may_read(request))
     return replace(change, location=location)
+
+
+def _may_read(request: web.Request) -> MayRead:
+    """Whether the caller may read a table's data (everyone, with auth off); the check
+    may read the catalog's record id: call it off the event loop."""
+    allows = may(request)
+    tenant, catalog = params.tenant(request), params.catalog(request)
+    return lambda key: allows(Privilege.TABLE_READ_DATA, Securable.of_entity(tenant, catalog, key))
 
 
 def _contained_all(request: web.Request, changes: tuple[Change, ...]) -> tuple[Change, ...]:
@@ -116,9 +117,10 @@ async def _commit(
     if any(_sets_location(change) for change in changes):  # the storage is a store read
         changes = await metastore.read(_contained_all, request, changes)
     principal = principal_of(request)
+    may_read = _may_read(request)  # asked again in the commit (``CommitRequest.may_read``)
     return await Idempotency.of(request, metastore, tenant, catalog).run(
         lambda record: metastore.change(
-            tenant, catalog, changes, principal, operation, requirements, record
+            tenant, catalog, changes, principal, operation, requirements, record, may_read
         ),
         lambda first: first,
     )

@@ -123,6 +123,7 @@ async def create_table(request: web.Request) -> web.Response:
         call.principal,
         new.metadata_location,
         extra=call.idempotency.record(200, metadata_location=new.metadata_location),
+        may_read=may_read,
     )
     result = state.result()
     etag = table_etag(result, delegation=delegation_of(request))
@@ -142,7 +143,8 @@ async def register_table(request: web.Request) -> web.Response:
     metadata, location = await asyncio.to_thread(
         tables.read_registered, call.tenant, call.catalog, body["metadata-location"]
     )
-    await asyncio.to_thread(check_may_take, call, metadata.location, reader(request, call))
+    may_read = reader(request, call)
+    await asyncio.to_thread(check_may_take, call, metadata.location, may_read)
     replace = None
     if body.get("overwrite"):
         try:
@@ -156,6 +158,7 @@ async def register_table(request: web.Request) -> web.Response:
         metadata,
         call.principal,
         location,
+        may_read=may_read,
         write_file=False,
         extra=call.idempotency.record(200, metadata_location=location),
         replace=replace,

@@ -370,6 +370,7 @@ class Tables:
         principal: str,
         metadata_location: str,
         *,
+        may_read: MayRead,
         write_file: bool = True,
         extra: Sequence[Change] = (),
         replace: TableState | None = None,
@@ -377,7 +378,8 @@ class Tables:
         """Store a new table (or, with ``replace``, overwrite one: register with overwrite).
 
         ``write_file``: write ``metadata`` to ``metadata_location`` first (create); a
-        registered table's file exists already.
+        registered table's file exists already. ``may_read``: the caller's check for
+        taking a dropped table's kept location (``CommitRequest.may_read``).
         """
         prepared = await asyncio.to_thread(
             self.prepare_create,
@@ -390,7 +392,15 @@ class Tables:
             replace,
         )
         return await self.commit_create(
-            tenant, catalog, key, prepared, principal, metadata_location, write_file, extra
+            tenant,
+            catalog,
+            key,
+            prepared,
+            principal,
+            metadata_location,
+            write_file,
+            extra,
+            may_read=may_read,
         )
 
     async def commit_create(
@@ -403,6 +413,8 @@ class Tables:
         metadata_location: str,
         write_file: bool = True,
         extra: Sequence[Change] = (),
+        *,
+        may_read: MayRead,
     ) -> TableState:
         """Commit a create made ready by ``prepare_create`` (in the caller's thread)."""
         still: tuple[Requirement, ...] = ()
@@ -414,6 +426,7 @@ class Tables:
             principal,
             "create table" if write_file else "register table",
             objects=tuple(prepared.objects.values()),
+            may_read=may_read,
         )
         try:
             await self._metastore.commit(tenant, catalog, request)
@@ -490,6 +503,7 @@ class Tables:
                     "commit table" if len(changes) == 1 else f"commit {len(changes)} tables",
                     objects=tuple(prepared.objects.values()),
                     durable_first=tuple(prepared.durable),
+                    may_read=may_read,
                 )
                 try:
                     await self._metastore.commit(tenant, catalog, request)

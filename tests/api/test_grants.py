@@ -523,6 +523,76 @@ async def test_taking_a_dropped_tables_location_needs_its_read_privilege(
     assert taken["metadata"]["location"] == location
 
 
+async def test_a_commit_cannot_hand_a_kept_location_back_and_take_it(
+    admin: Admin, tenant: str
+) -> None:
+    """A location a dropped table yielded goes back to it when the table that took it
+    lets it go: a commit that lets it go and takes it again in a later change is asked
+    about the dropped table on the state it builds, not only on the HEAD before it."""
+    iceberg = f"/v1/{tenant}~c/namespaces/sales/tables"
+    native = f"{catalog(tenant)}/namespaces/sales/tables"
+    schema = {
+        "type": "struct",
+        "fields": [{"id": 1, "name": "x", "type": "long", "required": False}],
+    }
+    kept = await admin.ok("POST", iceberg, {"name": "k", "schema": schema})
+    location = kept["metadata"]["location"]
+    assert_status(await admin.call("DELETE", f"{iceberg}/k"), 204)  # kept for undrop
+    await admin.ok("POST", native, {"name": "t", "location": location}, 201)  # yielded to t
+    await admin.ok("POST", iceberg, {"name": "u", "schema": schema, "location": location + "u"})
+    ana = await admin.login_as(tenant, "ana")
+    await admin.principal_role(tenant, "eng", "ana")
+    grants = [("TABLE_CREATE", "namespace", ["sales"])]
+    grants += [(p, "table", ["sales", n]) for n in ("t", "u", "grab") for p in (
+        "TABLE_DROP", "TABLE_READ_DATA", "TABLE_WRITE_DATA", "TABLE_WRITE_PROPERTIES")]  # fmt: skip
+    await admin.catalog_role(tenant, "c", "makers", grants, "eng")
+    grab = {"action": "create", "entity": {"kind": "table", "path": ["sales", "grab"]}}
+    # a delete leaves the table's files and frees its location: it needs their read
+    # privilege, which ana holds on t (and the commit is then asked about k, below)
+    doomed = await admin.ok("POST", iceberg, {"name": "doomed", "schema": schema})
+    await admin.catalog_role(
+        tenant, "c", "doomers", [("TABLE_DROP", "table", ["sales", "doomed"])], "eng"
+    )
+    delete = {"action": "delete", "entity": {"kind": "table", "path": ["sales", "doomed"]}}
+    reply = await ana.call("POST", f"{catalog(tenant)}/commit", {"changes": [delete]})
+    error = assert_error(reply, 403, "ForbiddenException")
+    assert "TABLE_READ_DATA" in error["message"] and "doomed" in error["message"], error
+    assert (await admin.ok("GET", f"{iceberg}/doomed"))["metadata"] == doomed["metadata"]
+    for first in (
+        {"action": "delete", "entity": {"kind": "table", "path": ["sales", "t"]}},
+        {
+            "action": "update",
+            "entity": {"kind": "table", "path": ["sales", "t"]},
+            "location": location + "-moved",
+        },
+    ):
+        body = {"changes": [first, {**grab, "location": location}]}
+        reply = await ana.call("POST", f"{catalog(tenant)}/commit", body)
+        error = assert_error(reply, 403, "ForbiddenException")
+        assert "TABLE_READ_DATA" in error["message"] and "sales.k" in error["message"], error
+    # an Iceberg transaction: a table that took a kept location moved away, and a new
+    # one made there
+    other = await admin.ok("POST", iceberg, {"name": "k2", "schema": schema})
+    location = other["metadata"]["location"]
+    assert_status(await admin.call("DELETE", f"{iceberg}/k2"), 204)
+    move = [{"action": "set-location", "location": location}]
+    assert_status(await admin.call("POST", f"{iceberg}/u", {"updates": move}))  # yielded to u
+    away = {"identifier": {"namespace": ["sales"], "name": "u"}, "updates": [
+        {"action": "set-location", "location": location + "u"}]}  # fmt: skip
+    make = {
+        "identifier": {"namespace": ["sales"], "name": "grab"},
+        "requirements": [{"type": "assert-create"}],
+        "updates": _create(location, str(uuid.uuid4())),
+    }
+    reply = await ana.call(
+        "POST", f"/v1/{tenant}~c/transactions/commit", {"table-changes": [away, make]}
+    )
+    error = assert_error(reply, 403, "ForbiddenException")
+    assert "TABLE_READ_DATA" in error["message"] and "sales.k2" in error["message"], error
+    assert (await admin.ok("GET", f"{iceberg}/u"))["metadata"]["location"] == location
+    assert_status(await admin.call("GET", f"{iceberg}/grab"), 404)
+
+
 async def test_a_commit_that_makes_a_table_needs_the_create_privilege(
     admin: Admin, tenant: str
 ) -> None:

@@ -147,7 +147,7 @@ async def _create_table(stack: Stack) -> str:
         tables.new_metadata, TENANT, CATALOG, TABLE, SCHEMA, None, None, None, {}
     )
     location = await asyncio.to_thread(tables.warehouse.new_metadata_location, metadata, None)
-    await tables.create(TENANT, CATALOG, TABLE, metadata, "test", location)
+    await tables.create(TENANT, CATALOG, TABLE, metadata, "test", location, may_read=lambda _: True)
     return str(metadata.table_uuid)
 
 
