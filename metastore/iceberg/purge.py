@@ -35,6 +35,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
 from metastore.iceberg.bounded_input import DEFAULT_READ_LIMIT, BoundedReads
+from metastore.local_unlink import LinkOnTheWay, LocalRoot
 from metastore.locations import Location, is_inside, normalize
 
 log = logging.getLogger(__name__)
@@ -97,7 +98,12 @@ class Purge:
         held: Sequence[str],
         io: Callable[[str], FileIO],
         read_limit: int = DEFAULT_READ_LIMIT,
+        local: Callable[[str], LocalRoot] = LocalRoot,
     ) -> None:
+        """``io``: the FileIO of a path, which reads every file and deletes those not on
+        a local file system; ``local``: the table's folder opened for deleting below it,
+        on a local file system (``local_unlink``)."""
+        self._local = local
         self._read_limit = read_limit  # the bytes of one list or manifest read
         self._metadata = metadata
         self._metadata_location = metadata_location
@@ -117,8 +123,15 @@ class Purge:
             self._take(statistics.statistics_path, "statistics file")
         if self._metadata_location:
             self._take(self._metadata_location, "metadata file")
-        for _, path in sorted(self._files, key=lambda ranked: ranked[0]):  # stable
-            self._delete(path)
+        # on a local file system, relative to the table's folder opened once by its real
+        # path, following no link below it (``local_unlink``)
+        local = self._local(self._own.local_path()) if self._own.scheme == "file" else None
+        try:
+            for _, path in sorted(self._files, key=lambda ranked: ranked[0]):  # stable
+                self._delete(path, local)
+        finally:
+            if local is not None:
+                local.close()
         return self.report
 
     def _manifests(self, snapshot: Snapshot) -> None:
@@ -174,19 +187,28 @@ class Purge:
         location: Location = normalize(path, file=True)
         return not any(location.within(held) for held in self._held)
 
-    def _delete(self, path: str) -> None:
+    def _delete(self, path: str, local: LocalRoot | None) -> None:
         """Delete ``path`` if it is still this table's own: checked again right before,
         since a purge reads every manifest between queueing a file and deleting it, and a
         folder in its location swapped for a link to another table's folder meanwhile
-        would otherwise send the deletion there."""
+        would otherwise send the deletion there; and on a local file system deleted
+        below the table's folder without following a link (``local_unlink``), which
+        also closes the moment between that check and the deletion."""
         if not self._is_own(path):
             log.warning("purge: %s left the location %s since it was listed; kept", path, self._own)
             self.report.kept += 1
             return
         try:
-            self._io(path).delete(path)
+            if local is None:
+                self._io(path).delete(path)
+            elif not local.unlink(normalize(path, file=True).local_path()):
+                return  # gone already
         except FileNotFoundError:
             return  # gone already (expired, or a purge before this one)
+        except (LinkOnTheWay, ValueError):
+            log.warning("purge: %s is reached through a link below %s; kept", path, self._own)
+            self.report.kept += 1
+            return
         except Exception as exc:
             self._failed("delete", path, exc)
             return

@@ -31,6 +31,7 @@ from pyiceberg.table import Table
 from harness.node import NodeProcess
 from harness.s3 import KEYS, S3Process
 from metastore.iceberg.purge import Purge
+from metastore.local_unlink import LocalRoot
 
 from .support import SCHEMA, SECRETS_ENV, TENANT, S3Lake, rows
 
@@ -40,7 +41,8 @@ class Crash(BaseException):
 
 
 class DiesAfter(PyArrowFileIO):
-    """A local FileIO whose process dies after ``deletions`` deletions."""
+    """A local FileIO, and the folder a purge deletes below (``local_unlink``), whose
+    process dies after ``deletions`` deletions through either."""
 
     def __init__(self, deletions: int) -> None:
         super().__init__()
@@ -49,11 +51,27 @@ class DiesAfter(PyArrowFileIO):
     def itself(self, _: str) -> FileIO:
         return self
 
-    def delete(self, location: object) -> None:
+    def root(self, path: str) -> LocalRoot:
+        return _DyingRoot(path, self)
+
+    def dying(self) -> None:
         if self.left == 0:
             raise Crash
         self.left -= 1
+
+    def delete(self, location: object) -> None:
+        self.dying()
         super().delete(location)  # type: ignore[arg-type]
+
+
+class _DyingRoot(LocalRoot):
+    def __init__(self, path: str, process: DiesAfter) -> None:
+        super().__init__(path)
+        self._process = process
+
+    def unlink(self, path: str) -> bool:
+        self._process.dying()
+        return super().unlink(path)
 
 
 def _files(location: str) -> set[Path]:
@@ -86,7 +104,7 @@ def test_a_purge_run_again_after_any_number_of_deletions_deletes_every_file(
         assert len(before) == count
         dying = DiesAfter(cut)
         with pytest.raises(Crash):
-            Purge(table.metadata, table.metadata_location, (), dying.itself).run()
+            Purge(table.metadata, table.metadata_location, (), dying.itself, local=dying.root).run()
         assert len(_files(table.metadata.location)) == count - cut
         again = Purge(table.metadata, table.metadata_location, (), lambda _: PyArrowFileIO())
         report = again.run()
