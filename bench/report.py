@@ -8,7 +8,7 @@ import os
 import platform
 import shlex
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,17 @@ def table(
         )
 
     return "\n".join([line(headers), "  ".join("-" * w for w in widths), *map(line, rows)])
+
+
+def by_column(
+    results: Mapping[str, Mapping[str, float]], rows: Sequence[tuple[str, str, str]]
+) -> list[list[str]]:
+    """A table's rows: for each ``(label, key, format)``, the label and each column's
+    figure under ``key`` (``-`` where that column has none)."""
+    return [
+        [label, *(fmt.format(results[n][key]) if key in results[n] else "-" for n in results)]
+        for label, key, fmt in rows
+    ]
 
 
 def pairs(rows: Sequence[Sequence[str]]) -> str:

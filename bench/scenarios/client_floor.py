@@ -37,7 +37,7 @@ from pyiceberg.table.update import SetPropertiesUpdate
 
 from bench.floor_app import kind_of
 from bench.load import Latency, Progress
-from bench.report import table
+from bench.report import by_column, table
 from bench.scenarios.iceberg_workload import SCHEMA, add_snapshots, in_rounds
 from bench.summary import Figure, Row
 from harness.node import NodeProcess
@@ -213,10 +213,7 @@ ROWS = [
 
 def section(results: Mapping[str, Mapping[str, float]]) -> list[str]:
     names = list(results)
-    rows = [
-        [label, *(fmt.format(results[n][key]) if key in results[n] else "-" for n in names)]
-        for label, key, fmt in ROWS
-    ]
+    rows = by_column(results, ROWS)
     head = (
         f"The REST client's floor ({FLOOR}: PyIceberg's RestCatalog against the node's own "
         "answers replayed from memory), side by side with"

@@ -45,7 +45,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 
-from bench.report import table
+from bench.report import by_column, table
 from bench.scenarios.iceberg_workload import SCHEMA
 from bench.summary import Figure, Row, at_least, at_most
 
@@ -245,10 +245,7 @@ def chain_valid(table: Table, appends: int) -> bool:
 def section(results: Mapping[str, Mapping[str, float]]) -> list[str]:
     """The scenario's table (one column per run) and the ratio the target is about."""
     names = list(results)
-    rows = [
-        [label, *(fmt.format(results[n][key]) if key in results[n] else "-" for n in names)]
-        for label, key, fmt in ROWS
-    ]
+    rows = by_column(results, ROWS)
     title = f"{CLIENTS} concurrent appenders to one table (one client alone, for scale)"
     lines = [title, table(["measure", *names], rows)]
     on, sqlite = results.get("metastore rebase on"), results.get("sql-sqlite")

@@ -52,7 +52,7 @@ from pyiceberg.table.update import (
 from pyiceberg.types import LongType, NestedField, StringType
 
 from bench.load import Latency, Progress, children_cpu
-from bench.report import ms, table
+from bench.report import by_column, ms, table
 from bench.summary import Figure, Row, at_least, at_most
 
 SCHEMA = Schema(
@@ -416,10 +416,7 @@ def interleave(
 def section(results: Mapping[str, Mapping[str, float]]) -> list[str]:
     """The summary's table: one row per measure, one column per backend."""
     names = list(results)
-    rows = [
-        [label, *(fmt.format(results[n][key]) if key in results[n] else "-" for n in names)]
-        for label, key, fmt in ROWS
-    ]
+    rows = by_column(results, ROWS)
     return [table(["measure", *names], rows)]
 
 
