@@ -220,9 +220,9 @@ def check_may_take(records: Records, location: Location, may_read: MayRead) -> N
     """403 if ``location`` is exactly the one a dropped table keeps for its undrop and the
     caller may not read that table's data: the location would yield to a new table of
     its namespace (``yields_to``), whose credentials and metadata then reach its files.
-    Every way of putting a table there checks it before anything is written or vended:
-    a create, a staged create, a register, a commit that asserts the table is new, a
-    commit that moves a table, and the native API's creates and moves.
+    The Iceberg create, staged create and register ask it on HEAD before anything is
+    vended or written (their answers hand out credentials and metadata), and every
+    commit of a caller asks it of each table it puts at a location (``check_taking``).
 
     Every kept one the location belongs to is asked about, not only its holder: a
     dropped table holding a location that another dropped one yielded to it (one that

@@ -29,8 +29,8 @@ from metastore.commits import CommitOutcome
 from metastore.errors import BadRequest
 from metastore.iceberg.context import flag
 from metastore.keys import EntityKey, Kind
-from metastore.location_index import MayRead, check_may_take
-from metastore.locations import check_inside, normalize
+from metastore.location_index import MayRead
+from metastore.locations import check_inside
 from metastore.model import Entity
 from metastore.names import check_name, check_namespace
 from metastore.requirements import (
@@ -75,22 +75,14 @@ def _contained(request: web.Request, change: Change) -> Change:
     """A location must lie inside one of the catalog's allowed locations (its storage),
     by the same rule as on the Iceberg API (``metastore.locations``); it is stored
     normalized. No symlinks to resolve: the server never touches a native entity's files.
-
-    A table's may be a dropped table's kept location only for one who may read that
-    table (``location_index.check_may_take``), as on the Iceberg API: the location
-    yields to any table of its namespace, and a native table dropped there in turn
-    became the holder an Iceberg create or register asked about instead."""
+    (Whether a table may take a dropped table's kept location is the commit's to ask,
+    ``CommitRequest.may_read``: nothing is written or vended before it.)"""
     if not _sets_location(change):
         return change
     assert isinstance(change, CreateEntity | UpdateEntity) and change.location is not None
-    tenant, catalog = params.tenant(request), params.catalog(request)
-    storage = request.app[STORAGE].of(tenant, catalog)
+    storage = request.app[STORAGE].of(params.tenant(request), params.catalog(request))
     what = f"{change.key.kind.label} location"
-    location = check_inside(change.location, storage.allowed, what)
-    if change.key.kind is Kind.TABLE:
-        records = request.app[METASTORE].location_records(tenant, catalog)
-        check_may_take(records, normalize(location, what), _may_read(request))
-    return replace(change, location=location)
+    return replace(change, location=check_inside(change.location, storage.allowed, what))
 
 
 def _may_read(request: web.Request) -> MayRead:
@@ -117,7 +109,7 @@ async def _commit(
     if any(_sets_location(change) for change in changes):  # the storage is a store read
         changes = await metastore.read(_contained_all, request, changes)
     principal = principal_of(request)
-    may_read = _may_read(request)  # asked again in the commit (``CommitRequest.may_read``)
+    may_read = _may_read(request)  # for a table taking a kept location (the commit asks)
     return await Idempotency.of(request, metastore, tenant, catalog).run(
         lambda record: metastore.change(
             tenant, catalog, changes, principal, operation, requirements, record, may_read

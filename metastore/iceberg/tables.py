@@ -71,7 +71,7 @@ from metastore.iceberg.table_paths import added_paths, check_paths, check_proper
 from metastore.iceberg.turns import Turns
 from metastore.iceberg.updates import ModelCache, ModelKey, apply_updates
 from metastore.keys import EntityKey, Kind
-from metastore.location_index import MayRead, Records, check_free, check_may_take, yields_to
+from metastore.location_index import MayRead, Records, check_free, yields_to
 from metastore.locations import linked_below, normalize
 from metastore.memory_only import check as may_wait
 from metastore.model import Entity
@@ -478,8 +478,8 @@ class Tables:
         may_read: MayRead,
     ) -> list[dict[str, Any]]:
         """Apply every table change in one atomic commit; returns each table's new result.
-        ``may_read``: whether the caller may read a table's data, for a change that makes
-        a table or moves one (``location_index.check_may_take``)."""
+        ``may_read``: whether the caller may read a table's data, which the commit asks of
+        a change that makes a table or moves one (``CommitRequest.may_read``)."""
         keys = [c.key for c in changes]
         if len(set(keys)) != len(keys):
             raise BadRequest("a transaction may change each table at most once")
@@ -491,9 +491,7 @@ class Tables:
                     await asyncio.to_thread(self._warm, tenant, catalog, changes[0])
                 await turn.enter_async_context(self._turns.turn(key))
             while True:
-                prepared = await asyncio.to_thread(
-                    self._prepare, tenant, catalog, changes, may_read
-                )
+                prepared = await asyncio.to_thread(self._prepare, tenant, catalog, changes)
                 if not prepared.changes:
                     return prepared.results
                 request = CommitRequest(
@@ -535,26 +533,18 @@ class Tables:
             io = self.warehouse.files(tenant, catalog).io
             rebase.warm(change.updates, location, io, self._manifest_lists)
 
-    def _prepare(
-        self, tenant: str, catalog: str, changes: Sequence[TableChange], may_read: MayRead
-    ) -> Prepared:
+    def _prepare(self, tenant: str, catalog: str, changes: Sequence[TableChange]) -> Prepared:
         prepared = Prepared(self.warehouse.files(tenant, catalog))
         try:
             for change in changes:
-                self._prepare_one(tenant, catalog, prepared.io, change, prepared, may_read)
+                self._prepare_one(tenant, catalog, prepared.io, change, prepared)
         except BaseException:
             prepared.discard()
             raise
         return prepared
 
     def _prepare_one(
-        self,
-        tenant: str,
-        catalog: str,
-        files: TableFiles,
-        change: TableChange,
-        prepared: Prepared,
-        may_read: MayRead,
+        self, tenant: str, catalog: str, files: TableFiles, change: TableChange, prepared: Prepared
     ) -> None:
         current = self._current(tenant, catalog, change.key)
         creating = any(isinstance(r, AssertCreate) for r in change.requirements)
@@ -586,10 +576,6 @@ class Tables:
             )
         if location != new.location:
             new = new.model_copy(update={"location": location})
-        if base is None or location != base.location:
-            # a create, or a move: either may take a dropped table's location (its own
-            # namespace's), and a load of the table then vends credentials for it
-            check_may_take(self.records(tenant, catalog), normalize(location), may_read)
         check_properties(new.properties, location)
         rebase.check_setting(new.properties, base.properties if base is not None else None)
         check_paths(added_paths(new, base, previous), location)
