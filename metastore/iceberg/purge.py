@@ -115,18 +115,20 @@ class Purge:
         self.report = PurgeReport()
 
     def run(self) -> PurgeReport:
-        for snapshot in self._metadata.snapshots:
-            self._manifests(snapshot)
-        for entry in self._metadata.metadata_log:
-            self._take(entry.metadata_file, "metadata file")
-        for statistics in (*self._metadata.statistics, *self._metadata.partition_statistics):
-            self._take(statistics.statistics_path, "statistics file")
-        if self._metadata_location:
-            self._take(self._metadata_location, "metadata file")
-        # on a local file system, relative to the table's folder opened once by its real
-        # path, following no link below it (``local_unlink``)
+        # on a local file system every file is deleted relative to the table's folder,
+        # opened now by its real path (its caller refused a location that is a link):
+        # the reading below may take seconds, and a folder swapped for a link meanwhile
+        # leads nowhere outside it (``local_unlink``)
         local = self._local(self._own.local_path()) if self._own.scheme == "file" else None
         try:
+            for snapshot in self._metadata.snapshots:
+                self._manifests(snapshot)
+            for entry in self._metadata.metadata_log:
+                self._take(entry.metadata_file, "metadata file")
+            for stats in (*self._metadata.statistics, *self._metadata.partition_statistics):
+                self._take(stats.statistics_path, "statistics file")
+            if self._metadata_location:
+                self._take(self._metadata_location, "metadata file")
             for _, path in sorted(self._files, key=lambda ranked: ranked[0]):  # stable
                 self._delete(path, local)
         finally:
@@ -188,16 +190,10 @@ class Purge:
         return not any(location.within(held) for held in self._held)
 
     def _delete(self, path: str, local: LocalRoot | None) -> None:
-        """Delete ``path`` if it is still this table's own: checked again right before,
-        since a purge reads every manifest between queueing a file and deleting it, and a
-        folder in its location swapped for a link to another table's folder meanwhile
-        would otherwise send the deletion there; and on a local file system deleted
-        below the table's folder without following a link (``local_unlink``), which
-        also closes the moment between that check and the deletion."""
-        if not self._is_own(path):
-            log.warning("purge: %s left the location %s since it was listed; kept", path, self._own)
-            self.report.kept += 1
-            return
+        """Delete ``path`` (its own, as ``_take`` found it): on a local file system below
+        the table's folder without following a link, since a purge reads every manifest
+        between queueing a file and deleting it, and a folder swapped for a link to
+        another table's folder meanwhile would otherwise send the deletion there."""
         try:
             if local is None:
                 self._io(path).delete(path)
