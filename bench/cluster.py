@@ -68,7 +68,7 @@ from bench.scenarios.cluster_writes import LoadResult, count_transactions, run_c
 from bench.scenarios.raw_broker import RawTxnResult, raw_transactions
 from bench.scenarios.replay import ReplayResult, replay_log
 from harness.broker import BrokerProcess
-from metastore.cluster.config import ClusterConfig
+from metastore.cluster.cluster_config import ClusterConfig
 
 CLUSTER_SIZES = (1, 3)
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -30,7 +30,7 @@ from bench.load import Failures
 from bench.report import command_line, machine, pairs, print_outcome, save_report
 from bench.scenarios import gc
 from harness.node import NodeProcess
-from metastore.pipeline.gc_mark import MarkTimes
+from metastore.pipeline.gc.gc_mark import MarkTimes
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 OUT_PATH = REPO_ROOT / ".bench" / "gc.json"

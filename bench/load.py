@@ -24,7 +24,7 @@ from typing import Any
 
 import aiohttp
 
-from metastore.ticker import Ticker
+from metastore.util.ticker import Ticker
 
 PROGRESS_EVERY_S = 2.0
 
@@ -74,7 +74,7 @@ class Latency:
 
 
 class Progress:
-    """A phase's count line while it runs (``metastore.ticker``: redrawn in place on a
+    """A phase's count line while it runs (``metastore.util.ticker``: redrawn in place on a
     terminal, a plain line every ``PROGRESS_EVERY_S`` seconds elsewhere), and a last one
     marked ``done``.
 

@@ -31,7 +31,7 @@ from bench.scenarios import rebuild
 from bench.scenarios.raw_broker import raw_consume
 from harness.broker import BrokerProcess
 from metastore.cluster import topics
-from metastore.cluster.config import ClusterConfig
+from metastore.cluster.cluster_config import ClusterConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 OUT_PATH = REPO_ROOT / ".bench" / "pipeline.json"

@@ -19,10 +19,10 @@ from typing import Any
 
 from harness.node import NodeProcess
 from metastore.cluster import topics
-from metastore.cluster.config import ClusterConfig
+from metastore.cluster.changelog_records import partition_for
+from metastore.cluster.cluster_config import ClusterConfig
 from metastore.cluster.peer_auth import PeerKey
-from metastore.cluster.records import partition_for
-from metastore.leases import SYSTEM_TENANT
+from metastore.engine.leases import SYSTEM_TENANT
 
 START_TIMEOUT = 120.0
 # Each node renews its node-id lease a third of the way through it (60 s by default), a

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from concurrent.futures import Executor
 
-from metastore.cache import ObjectCache
-from metastore.clock import SystemClock
-from metastore.codec import default_codec
-from metastore.commits import EngineLimits
-from metastore.committer import Committer
-from metastore.ids import SnowflakeGenerator
-from metastore.lanes import CommitLanes
+from metastore.catalog.service import Metastore
+from metastore.engine.commits import EngineLimits
+from metastore.engine.committer import Committer
+from metastore.engine.lanes import CommitLanes
+from metastore.engine.object_cache import ObjectCache
+from metastore.model.codec import default_codec
+from metastore.model.ids import SnowflakeGenerator
 from metastore.persistence.base import Persistence
-from metastore.service import Metastore
+from metastore.util.clock import SystemClock
 
 
 def build_engine(

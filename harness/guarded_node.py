@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from harness.loop_guard import GUARD_ENV, append_to, watch
-from metastore.cli import main
+from metastore.node.cli import main
 
 if __name__ == "__main__":
     with watch(append_to(os.environ[GUARD_ENV])):

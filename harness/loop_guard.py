@@ -1,7 +1,7 @@
 """Database accesses made on an event loop, found while the tests run.
 
 A node answers what its memory holds on the event loop (a point read,
-``metastore.memory_only``) and sends everything else to a worker thread: a read or
+``metastore.util.memory_only``) and sends everything else to a worker thread: a read or
 write of RocksDB on the loop would stall every other request for as long as the
 database takes (a compaction, a cold block, the write-ahead log's sync). Every access
 to the database passes ``RocksDB._live``; ``watch`` wraps it and hands the stack of

@@ -1,3 +1,3 @@
-from metastore.cli import main
+from metastore.node.cli import main
 
 raise SystemExit(main())

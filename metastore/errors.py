@@ -60,7 +60,7 @@ class PayloadTooLarge(MetastoreError):
 
 class UnsupportedCoding(MetastoreError):
     """A request body in a content coding the node does not decode; the response's
-    ``Accept-Encoding`` names those it does (``metastore.api.body_coding``)."""
+    ``Accept-Encoding`` names those it does (``metastore.http.body_coding``)."""
 
     status = 415
     error_type = "UnsupportedMediaTypeException"

@@ -1,7 +1,7 @@
 """docker-compose.yml, the Dockerfile and the cluster Make targets, checked against the real CLI.
 
 No Docker engine runs here, so the compose file is checked statically: every metastore
-service's command is parsed by ``metastore.cli._parser()`` with the service's own
+service's command is parsed by ``metastore.node.cli._parser()`` with the service's own
 environment, the nodes' settings are resolved by ``ServerConfig.load`` exactly as
 ``metastore serve`` does, and the wiring (topics, advertised URLs, ports, volumes,
 health checks, start order) is compared across services.
@@ -32,13 +32,17 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from metastore.cli import _parser
-from metastore.cluster.config import PROPERTIES_ENV, PROPERTIES_FILE_ENV, properties_from_env
+from metastore.cluster.cluster_config import (
+    PROPERTIES_ENV,
+    PROPERTIES_FILE_ENV,
+    properties_from_env,
+)
 from metastore.cluster.peer_auth import MIN_SECRET_LENGTH
-from metastore.config import ENV_PREFIX, ServerConfig
-from metastore.credentials import CredentialSources, is_secret_key
+from metastore.config.server_config import ENV_PREFIX, ServerConfig
 from metastore.errors import StorageUnavailable
-from metastore.metrics import NodeMetrics
+from metastore.node.cli import _parser
+from metastore.storage.credentials import CredentialSources, is_secret_key
+from metastore.util.metrics import NodeMetrics
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = REPO / "docker-compose.yml"
@@ -700,7 +704,7 @@ SERIES_SUFFIXES = ("_bucket", "_count", "_sum", "_created")
 
 def exposed_metrics() -> frozenset[str]:
     """Every metric family a node's /metrics can hold: the histograms and gauges of its
-    registry (``metastore.metrics``, the view's lag included), and the running totals
+    registry (``metastore.util.metrics``, the view's lag included), and the running totals
     its stats name (the ``metastore_...`` names in the node's code)."""
     metrics = NodeMetrics()
     metrics.watch_view(lambda: (0, 0.0))

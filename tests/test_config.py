@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from harness.process import free_port
-from metastore.config import ENV_PREFIX, RANGES, SECRETS, ServerConfig, env_int
-from metastore.config_rules import ConfigError
-from metastore.credentials import Credentials
-from metastore.vending import VendingSettings
+from metastore.config.server_config import ENV_PREFIX, RANGES, SECRETS, ServerConfig, env_int
+from metastore.storage.credentials import Credentials
+from metastore.storage.vending import VendingSettings
+from metastore.util.setting_rules import ConfigError
 
 SECRET = "correct-horse-battery"  # never to appear in a message
 

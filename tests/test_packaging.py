@@ -58,7 +58,7 @@ def test_wheel_ships_schemas_and_imports_from_outside_the_repo(tmp_path: Path, w
     assert (avro / "entity.v2.avsc").read_bytes() == (
         REPO / "schemas" / "avro" / "entity.v2.avsc"
     ).read_bytes()
-    assert (unpacked / "metastore" / "codec.py").is_file()
+    assert (unpacked / "metastore" / "model" / "codec.py").is_file()
     topics_spec = unpacked / "metastore" / "_topics" / "metastore.json"
     assert topics_spec.is_file()
     assert topics_spec.read_bytes() == (REPO / "topics" / "metastore.json").read_bytes()
@@ -66,7 +66,7 @@ def test_wheel_ships_schemas_and_imports_from_outside_the_repo(tmp_path: Path, w
     run = _outside(
         unpacked,
         elsewhere,
-        "import metastore, metastore.codec as c; print(metastore.__file__);"
+        "import metastore, metastore.model.codec as c; print(metastore.__file__);"
         " print(c.default_codec().names())",
     )
     assert run.returncode == 0, run.stderr
@@ -81,7 +81,7 @@ def test_wheel_ships_schemas_and_imports_from_outside_the_repo(tmp_path: Path, w
     topics = _outside(
         unpacked,
         elsewhere,
-        "from metastore.resources import topics_dir;"
+        "from metastore.util.resources import topics_dir;"
         " from metastore.cluster.topics import load_specs;"
         " print(topics_dir()); print([s.role for s in load_specs()])",
     )
@@ -107,7 +107,7 @@ def test_wheel_ships_no_test_or_benchmark_code(wheel: Path) -> None:
     top = {name.split("/", 1)[0] for name in names}
     assert {t for t in top if not t.endswith(".dist-info")} == {"metastore", "workers"}
     assert "metastore/procs.py" not in names
-    assert "metastore/cli.py" in sources and "workers/owner.py" in sources
+    assert "metastore/node/cli.py" in sources and "workers/owner.py" in sources
     imported: set[str] = set()
     for name, source in sources.items():
         for node in ast.walk(ast.parse(source, name)):
@@ -130,7 +130,9 @@ def test_wheel_ships_the_web_console(tmp_path: Path, wheel: Path) -> None:
         shipped = unpacked / "metastore" / "console" / "static" / name
         assert shipped.read_bytes() == (static / name).read_bytes(), name
     run = _outside(
-        unpacked, elsewhere, "from metastore.console.routes import ASSETS; print(sorted(ASSETS))"
+        unpacked,
+        elsewhere,
+        "from metastore.console.console_routes import ASSETS; print(sorted(ASSETS))",
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == repr(["app.css", "app.js", "favicon.svg", "index.html"])

@@ -20,10 +20,10 @@ import pytest
 from rocksdict import Options, Rdict
 
 from harness.process import free_port
-from metastore.api.refusals import refusal
-from metastore.config import ENV_PREFIX, ServerConfig
-from metastore.persistence.layout import FORMAT_KEY
+from metastore.config.server_config import ENV_PREFIX, ServerConfig
+from metastore.node.refusals import refusal
 from metastore.persistence.rocksdb import RocksDBPersistence
+from metastore.persistence.rocksdb_layout import FORMAT_KEY
 
 
 def _env(**extra: str) -> dict[str, str]:

@@ -34,8 +34,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from metastore.cluster.config import ClusterConfig
-from metastore.cluster.records import (
+from metastore.cluster.changelog_records import (
     Barrier,
     Produced,
     RecordCodec,
@@ -43,6 +42,7 @@ from metastore.cluster.records import (
     Role,
     UpdateableRecord,
 )
+from metastore.cluster.cluster_config import ClusterConfig
 from metastore.cluster.view import ViewConsumer
 from metastore.errors import (
     CommitStateUnknown,
@@ -51,10 +51,10 @@ from metastore.errors import (
     NotOwner,
     RefConditionFailed,
 )
-from metastore.keys import ObjKey, RefKey
-from metastore.metrics import OwnerMetrics
+from metastore.model.keys import ObjKey, RefKey
 from metastore.persistence.base import RefUpdate, StoredObject, UpdateableObject
-from metastore.retry import RetryPolicy
+from metastore.util.metrics import OwnerMetrics
+from metastore.util.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 

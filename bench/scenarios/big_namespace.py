@@ -233,11 +233,11 @@ def inspect_index(data_dir: Path) -> dict[str, Any]:
     Uses engine internals (best effort): a change there degrades this to an error note.
     """
     try:
-        from metastore.cache import ObjectCache
-        from metastore.codec import default_codec
+        from metastore.catalog.service import catalog_ref
+        from metastore.engine.object_cache import ObjectCache
+        from metastore.engine.objects import CatalogObjects
+        from metastore.model.codec import default_codec
         from metastore.persistence.rocksdb import RocksDBPersistence
-        from metastore.service import catalog_ref
-        from metastore.store import CatalogObjects
 
         persistence = RocksDBPersistence(data_dir / "rocksdb", sync=False)
         try:

@@ -25,9 +25,9 @@ from bench.scenarios.raw_broker import refs_census
 from harness.broker import BrokerProcess
 from harness.cluster import Cluster
 from harness.process import cpu_seconds
-from metastore.cluster.config import ClusterConfig
-from metastore.cluster.records import partition_for
-from metastore.consistency import HEADER, ConsistencyToken
+from metastore.catalog.consistency import HEADER, ConsistencyToken
+from metastore.cluster.changelog_records import partition_for
+from metastore.cluster.cluster_config import ClusterConfig
 
 TENANT = "bench"
 HOT_CATALOG = "hot"

@@ -40,14 +40,14 @@ from bench.scenarios.embedded_writes import (
 )
 from bench.summary import Figure, Row
 from harness.process import cpu_seconds
-from metastore.api import heap
-from metastore.api.app import create_app
-from metastore.api.server import SWITCH_INTERVAL_S
-from metastore.api.typedefs import METASTORE, METRICS, STATS
-from metastore.changes import CreateEntity
-from metastore.config import ServerConfig
+from metastore.config.server_config import ServerConfig
 from metastore.errors import MetastoreError
-from metastore.keys import EntityKey, Kind
+from metastore.http.typedefs import METASTORE, METRICS, STATS
+from metastore.model.changes import CreateEntity
+from metastore.model.keys import EntityKey, Kind
+from metastore.node import heap
+from metastore.node.app import create_app
+from metastore.node.server import SWITCH_INTERVAL_S
 from metastore.security.principal import ANONYMOUS_PRINCIPAL
 
 SCENARIO = "engine alone"

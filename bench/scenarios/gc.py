@@ -27,20 +27,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metastore.cache import ObjectCache
-from metastore.codec import default_codec
-from metastore.ids import EPOCH_US, MAX_NODE_ID, MAX_SEQUENCE, compose
-from metastore.keys import EntityKey, Kind, ObjKey, catalog_prefix
-from metastore.model import Commit, CommitChange
-from metastore.objtypes import COMMIT, ENTITY
+from metastore.catalog.service import catalog_ref
+from metastore.engine.object_cache import ObjectCache
+from metastore.engine.objects import CatalogObjects
+from metastore.model.codec import default_codec
+from metastore.model.ids import EPOCH_US, MAX_NODE_ID, MAX_SEQUENCE, compose
+from metastore.model.keys import EntityKey, Kind, ObjKey, catalog_prefix
+from metastore.model.objtypes import COMMIT, ENTITY
+from metastore.model.records import Commit, CommitChange
 from metastore.persistence.base import RefUpdate, StoredObject
-from metastore.persistence.layout import OBJ, decode_object
 from metastore.persistence.rocksdb import RocksDBPersistence
-from metastore.pipeline.catalog import CatalogRows
-from metastore.pipeline.embedded import open_read_only, read_catalogs, scan
-from metastore.pipeline.gc_mark import MarkTimes, mark_catalog
-from metastore.service import catalog_ref
-from metastore.store import CatalogObjects
+from metastore.persistence.rocksdb_layout import OBJ, decode_object
+from metastore.pipeline.catalog_reader import CatalogRows
+from metastore.pipeline.embedded_source import open_read_only, read_catalogs, scan
+from metastore.pipeline.gc.gc_mark import MarkTimes, mark_catalog
 
 TENANT = "bench"
 TABLE = "t"

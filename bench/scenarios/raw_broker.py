@@ -40,8 +40,8 @@ from bench.load import Failures, Latency, Progress
 from bench.report import ms, pct, table
 from harness.process import cpu_seconds
 from metastore.cluster import topics
-from metastore.cluster.config import ClusterConfig
-from metastore.cluster.records import H_KIND
+from metastore.cluster.changelog_records import H_KIND
+from metastore.cluster.cluster_config import ClusterConfig
 from metastore.cluster.view import ViewConsumer
 
 RECORD_BYTES = 300

@@ -32,10 +32,16 @@ from bench.load import PROGRESS_EVERY_S, Failures
 from bench.report import ratio, table
 from bench.scenarios.raw_broker import RawConsumeResult
 from harness.node import NodeProcess
-from metastore.cluster.config import ClusterConfig
-from metastore.cluster.records import Barrier, Produced, RecordCodec, RefRecord, partition_for
-from metastore.codec import default_codec
-from metastore.keys import ObjKey, RefKey
+from metastore.cluster.changelog_records import (
+    Barrier,
+    Produced,
+    RecordCodec,
+    RefRecord,
+    partition_for,
+)
+from metastore.cluster.cluster_config import ClusterConfig
+from metastore.model.codec import default_codec
+from metastore.model.keys import ObjKey, RefKey
 from metastore.persistence.base import Ref, StoredObject
 
 TENANT = "bench"

@@ -23,7 +23,7 @@ from typing import Any
 from bench.load import PROGRESS_EVERY_S, Failures
 from bench.report import ratio, table
 from bench.scenarios.raw_broker import RawConsumeResult, raw_consume
-from metastore.cluster.config import ClusterConfig
+from metastore.cluster.cluster_config import ClusterConfig
 from metastore.cluster.replay import ReplaySummary, replay
 
 

@@ -6,7 +6,7 @@ reader with ``isolation.level=read_committed`` sees the events of exactly the co
 that committed, once each, in commit order per catalog (a catalog's events go to its
 own partition number of the events topic, like its refs and objects).
 
-The events are the feed's (``metastore.events.derive``), worked out from the write
+The events are the feed's (``metastore.engine.events.derive``), worked out from the write
 itself before it is handed to the owner: its new commits are the chain from the ref's
 new HEAD back to the HEAD it expects, read from the write's own objects over this
 node's view (a commit's parent, its index stripes and the entities before it are in
@@ -21,15 +21,15 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from metastore.cache import ObjectCache
-from metastore.codec import Codec
-from metastore.events import derive
-from metastore.feed import after_event, encode_cursor
-from metastore.keys import SEP
-from metastore.model import Commit, Entity, stripe_decode
-from metastore.objtypes import COMMIT, ENTITY, INDEX, METADATA_PIECE
+from metastore.engine.events import derive
+from metastore.engine.feed import after_event, encode_cursor
+from metastore.engine.object_cache import ObjectCache
+from metastore.engine.objects import CatalogObjects, StagedObjects, decode_piece
+from metastore.model.codec import Codec
+from metastore.model.keys import SEP
+from metastore.model.objtypes import COMMIT, ENTITY, INDEX, METADATA_PIECE
+from metastore.model.records import Commit, Entity, stripe_decode
 from metastore.persistence.base import Persistence, RefUpdate, StoredObject
-from metastore.store import CatalogObjects, StagedObjects, decode_piece
 
 EventRecord = tuple[bytes, bytes]  # key, value
 CONTENT_TYPE = ("content-type", b"application/json")

@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from metastore.cluster.config import ClusterConfig
+from metastore.cluster.cluster_config import ClusterConfig
 
 log = logging.getLogger(__name__)
 

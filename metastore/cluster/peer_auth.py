@@ -32,9 +32,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from metastore.cluster.protocol import FORWARDED_HEADER, SIGNATURE_HEADER
-from metastore.config_rules import ConfigError
 from metastore.errors import Unauthorized
-from metastore.small_files import NotSmallFile, read_small_file
+from metastore.util.setting_rules import ConfigError
+from metastore.util.small_files import NotSmallFile, read_small_file
 
 MIN_SECRET_LENGTH = 32
 MAX_SKEW_S = 30

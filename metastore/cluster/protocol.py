@@ -14,7 +14,7 @@ Nodes talk HTTP, the same listener as clients, and there are three calls:
 
 Every call names its sender (``FORWARDED_HEADER``) and carries the sender's
 signature (``SIGNATURE_HEADER``), made and checked by ``metastore.cluster.peer_auth``;
-``metastore.api.peers`` refuses an ``/internal/*`` request, or one naming a
+``metastore.http.peers`` refuses an ``/internal/*`` request, or one naming a
 sender, whose signature does not verify.
 
 What a caller must tell apart, the same for every call: ``NotOwner`` means
@@ -41,11 +41,11 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
-from metastore import logs
 from metastore.errors import BadRequest, CommitStateUnknown, MetastoreError, NotOwner
-from metastore.keys import ObjKey
+from metastore.model.keys import ObjKey
 from metastore.persistence.base import UpdateableObject
-from metastore.tracing import HEADER as TRACEPARENT
+from metastore.util import logs
+from metastore.util.tracing import HEADER as TRACEPARENT
 
 log = logging.getLogger(__name__)
 

@@ -43,14 +43,14 @@ from typing import Any, TextIO
 from confluent_kafka import KafkaError, KafkaException
 from rocksdict import AccessType, Options, Rdict
 
-from metastore.cluster.config import ClusterConfig, properties_from_env
+from metastore.cluster.cluster_config import ClusterConfig, properties_from_env
 from metastore.cluster.view.consumer import ViewFeed, open_consumer
 from metastore.cluster.view.digest import digest
-from metastore.cluster.view.store import ViewStore
-from metastore.config_rules import check_range, decimal, integer
+from metastore.cluster.view.view_store import ViewStore
 from metastore.errors import MetastoreError
-from metastore.persistence.layout import VIEW_MARKER
-from metastore.ticker import Ticker
+from metastore.persistence.rocksdb_layout import VIEW_MARKER
+from metastore.util.setting_rules import check_range, decimal, integer
+from metastore.util.ticker import Ticker
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ def replay(
 
 
 class _Counted:
-    """Records read so far, as a progress line (``metastore.ticker``)."""
+    """Records read so far, as a progress line (``metastore.util.ticker``)."""
 
     def __init__(self, started: float) -> None:
         self.records = 0

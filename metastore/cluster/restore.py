@@ -28,7 +28,13 @@ from pathlib import Path
 from rocksdict import AccessType, Options, Rdict
 
 from metastore.errors import MetastoreError
-from metastore.persistence.layout import FORMAT, FORMAT_KEY, OFFSETS, VIEW_MARKER, view_marker
+from metastore.persistence.rocksdb_layout import (
+    FORMAT,
+    FORMAT_KEY,
+    OFFSETS,
+    VIEW_MARKER,
+    view_marker,
+)
 
 VIEW_DIR = "view"  # a cluster node keeps its view at <data dir>/view
 _SKIPPED = ("LOCK", "LOG")  # the database's lock and RocksDB's own info logs

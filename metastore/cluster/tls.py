@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import ssl
 
-from metastore.config_rules import ConfigError
-from metastore.small_files import NotSmallFile, read_small_file
+from metastore.util.setting_rules import ConfigError
+from metastore.util.small_files import NotSmallFile, read_small_file
 
 MAX_PEM_FILE_BYTES = 4 * 1024 * 1024  # a certificate, its key, or a CA bundle
 

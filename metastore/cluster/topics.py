@@ -38,11 +38,11 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # the documen
     ResourceType,
 )
 
-from metastore.cluster.config import ClusterConfig
-from metastore.cluster.records import ROLES
-from metastore.commits import DEFAULT_MAX_OBJECT_BYTES
+from metastore.cluster.changelog_records import ROLES
+from metastore.cluster.cluster_config import ClusterConfig
+from metastore.engine.commits import DEFAULT_MAX_OBJECT_BYTES
 from metastore.errors import MetastoreError
-from metastore.resources import topics_dir
+from metastore.util.resources import topics_dir
 
 T = TypeVar("T")
 SPEC_FILE = "metastore.json"

@@ -9,7 +9,7 @@ under the table's own location grew the node to 23 GB until the kernel killed it
 every tenant's node with it; a FIFO named ``*.metadata.json`` would hold a worker
 thread forever. Each such read here stops one byte past ``limit``
 (``METASTORE_MAX_METADATA_FILE_BYTES``), a local file must be a regular file (opened
-without waiting, ``metastore.small_files``), and an object store's object is refused
+without waiting, ``metastore.util.small_files``), and an object store's object is refused
 by its size before it is fetched. The refusal is a 400 naming the file and the
 setting: the file is the client's (a purge logs and counts it, and goes on).
 """
@@ -20,10 +20,10 @@ import io
 
 from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile
 
-from metastore.config import DEFAULT_MAX_METADATA_FILE_BYTES
+from metastore.config.server_config import DEFAULT_MAX_METADATA_FILE_BYTES
 from metastore.errors import BadRequest
-from metastore.locations import local_file_path
-from metastore.small_files import NotSmallFile, TooLarge, read_small_file
+from metastore.model.locations import local_file_path
+from metastore.util.small_files import NotSmallFile, TooLarge, read_small_file
 
 SETTING = "METASTORE_MAX_METADATA_FILE_BYTES"
 DEFAULT_READ_LIMIT = DEFAULT_MAX_METADATA_FILE_BYTES

@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 
 from pyiceberg.io import FileIO, load_file_io
 
-from metastore.lru import Lru
+from metastore.util.lru import Lru
 
 MAX_INSTANCES = 64  # catalogs x storage versions a node keeps FileIO instances for
 

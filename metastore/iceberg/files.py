@@ -2,8 +2,8 @@
 
 Every table and view location, and every file the server reads or writes for
 one, lies inside one of the catalog's allowed locations (its storage,
-``metastore.storage``; the root by default) and inside the table's or view's own
-location, by the one rule of ``metastore.locations`` (normalized, compared by
+``metastore.storage.settings``; the root by default) and inside the table's or view's own
+location, by the one rule of ``metastore.model.locations`` (normalized, compared by
 segments, symlinks resolved): a client cannot point the server at files outside
 (register, create with a location, ``set-location``, ``write.metadata.path``).
 Files are read and written with the catalog's FileIO properties and the secrets
@@ -33,8 +33,18 @@ from pyiceberg.exceptions import ValidationError as IcebergValidationError
 from pyiceberg.io import PY_IO_IMPL, FileIO, load_file_io
 from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil
 
-from metastore.catalog_storage import CatalogStorage
-from metastore.durable_writes import (
+from metastore.errors import BadRequest, NotFound, StorageUnavailable
+from metastore.iceberg.bounded_input import DEFAULT_READ_LIMIT, SETTING, read_bounded
+from metastore.iceberg.file_ios import FileIOs
+from metastore.model.locations import (
+    check_inside,
+    is_inside,
+    linked_below,
+    local_file_path,
+    normalize,
+)
+from metastore.storage.catalog_storage import CatalogStorage
+from metastore.util.durable_writes import (
     Syncing,
     begin_file,
     create_file,
@@ -42,11 +52,7 @@ from metastore.durable_writes import (
     name_durably,
     sync_file,
 )
-from metastore.errors import BadRequest, NotFound, StorageUnavailable
-from metastore.iceberg.bounded_input import DEFAULT_READ_LIMIT, SETTING, read_bounded
-from metastore.iceberg.file_ios import FileIOs
-from metastore.locations import check_inside, is_inside, linked_below, local_file_path, normalize
-from metastore.memory_only import check as may_wait
+from metastore.util.memory_only import check as may_wait
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +69,7 @@ class Warehouse:
     """Where each catalog's tables and views may lie, and its files (``files``).
 
     ``sync`` (the node's ``--fsync``): the local folders and metadata files the server
-    makes are durable before a commit names them (``metastore.durable_writes``)."""
+    makes are durable before a commit names them (``metastore.util.durable_writes``)."""
 
     def __init__(
         self, storage: CatalogStorage, *, sync: bool = True, read_limit: int = DEFAULT_READ_LIMIT

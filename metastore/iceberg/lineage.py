@@ -17,7 +17,7 @@ server owns that counter, so two writers never hand out the same ids:
 
 pyiceberg's reducer refuses to upgrade a table to version 3 and leaves these
 rules to the writer, so the two updates go through here first
-(``metastore.iceberg.updates``).
+(``metastore.iceberg.table_updates``).
 """
 
 from __future__ import annotations

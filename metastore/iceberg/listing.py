@@ -24,13 +24,13 @@ from json.encoder import encode_basestring_ascii
 
 from aiohttp import web
 
-from metastore.commits import not_found
+from metastore.catalog.paging import MAX_PAGE_SIZE
+from metastore.catalog.service import Metastore
+from metastore.engine.commits import not_found
 from metastore.errors import MetastoreError
-from metastore.keys import EntityKey, Kind, kind_prefix
-from metastore.memory_only import check as may_wait
-from metastore.model import Entity
-from metastore.paging import MAX_PAGE_SIZE
-from metastore.service import Metastore
+from metastore.model.keys import EntityKey, Kind, kind_prefix
+from metastore.model.records import Entity
+from metastore.util.memory_only import check as may_wait
 
 LOOP_NAMES = 1000  # names a listing reads on the event loop before it goes to a thread
 

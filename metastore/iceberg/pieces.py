@@ -26,11 +26,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from metastore.codec import Codec
-from metastore.commits import NewObject
-from metastore.objtypes import METADATA_PIECE
-from metastore.store import MissingObject
-from metastore.store import decode_piece as store_decode_piece
+from metastore.engine.commits import NewObject
+from metastore.engine.objects import MissingObject
+from metastore.engine.objects import decode_piece as store_decode_piece
+from metastore.model.codec import Codec
+from metastore.model.objtypes import METADATA_PIECE
 
 PAGE_ITEMS = 32
 CORE = "core"

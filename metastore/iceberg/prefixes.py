@@ -11,7 +11,7 @@ catalog names are ``A-Za-z0-9_.-``, so neither ``/`` nor ``~`` can be part of on
 ``~`` is unreserved in URLs: the prefix needs no escaping in a path.
 
 A client that never asked ``/v1/config`` calls the routes without a prefix
-(``/v1/namespaces``, ...; ``metastore.iceberg.unprefixed``), which serve the catalog
+(``/v1/namespaces``, ...; ``metastore.iceberg.routes.unprefixed``), which serve the catalog
 ``/v1/config`` gives without a warehouse. ``/v1/namespaces/namespaces`` would then read
 both as "namespace ``namespaces`` of that catalog" and as "the namespaces of catalog
 ``namespaces``", so ``namespaces`` is never a bare prefix: that catalog of the default
@@ -26,7 +26,7 @@ of them exist.
 from __future__ import annotations
 
 from metastore.errors import InvalidName
-from metastore.names import check_system_name
+from metastore.model.names import check_system_name
 
 TENANT_SEPARATOR = "~"  # in a prefix: tenant~catalog
 WAREHOUSE_SEPARATOR = "/"  # in a warehouse: tenant/catalog

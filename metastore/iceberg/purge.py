@@ -2,8 +2,8 @@
 
 Why this deletes no file another live table references: every path is
 normalized and must lie below the table's own location (symlinks resolved, see
-``metastore.locations``) or it is kept, never read and never deleted; the
-catalog's locations are unique and not nested (``metastore.location_index``), so
+``metastore.model.locations``) or it is kept, never read and never deleted; the
+catalog's locations are unique and not nested (``metastore.engine.location_index``), so
 no other live table or view holds a location overlapping this one; and a table
 or view that took this location (or one inside it) after the drop, e.g. by
 registering this table's metadata file, keeps every file under its location too
@@ -13,7 +13,7 @@ it is not protected.
 
 A purge deletes a file only after every file it references: data and statistics
 files first, then manifests, then manifest lists, then metadata files, the current one
-last. So a purge cut short (a crash: its purging record stays, ``metastore.dropped``)
+last. So a purge cut short (a crash: its purging record stays, ``metastore.engine.dropped``)
 and run again still reads every file left, through the ones not deleted yet; the files
 it finds gone are skipped, not failures.
 
@@ -35,8 +35,8 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
 from metastore.iceberg.bounded_input import DEFAULT_READ_LIMIT, BoundedReads
-from metastore.local_unlink import LinkOnTheWay, LocalRoot
-from metastore.locations import Location, is_inside, normalize
+from metastore.model.locations import Location, is_inside, normalize
+from metastore.util.local_unlink import LinkOnTheWay, LocalRoot
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
 
-from metastore.clock import Clock, SystemClock
+from metastore.util.clock import Clock, SystemClock
 
 KEEP = 20  # reports kept per table
 MAX_BYTES = 16 * 1024 * 1024  # report bodies kept in all, over every table

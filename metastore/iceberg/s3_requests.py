@@ -42,8 +42,8 @@ from urllib.parse import quote, unquote, urlsplit
 from xml.etree import ElementTree
 
 from metastore.errors import BadRequest, Forbidden
-from metastore.locations import Location, is_inside, normalize
-from metastore.remote_signing import DEFAULT_PORTS, Endpoint
+from metastore.model.locations import Location, is_inside, normalize
+from metastore.storage.remote_signing import DEFAULT_PORTS, Endpoint
 
 MAX_DELETE_BODY = 1024 * 1024  # S3's batch delete: at most 1,000 keys of at most 1 KiB
 MAX_DELETE_KEYS = 1000

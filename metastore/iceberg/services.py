@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from metastore.catalog_storage import CatalogStorage
-from metastore.codec import Codec
+from metastore.catalog.service import Metastore
 from metastore.iceberg.answer_cache import DEFAULT_BYTES
 from metastore.iceberg.bounded_input import DEFAULT_READ_LIMIT
 from metastore.iceberg.files import Warehouse
 from metastore.iceberg.reports import MetricsReports
 from metastore.iceberg.tables import Tables
 from metastore.iceberg.views import Views
-from metastore.service import Metastore
-from metastore.sts import Vendor
+from metastore.model.codec import Codec
+from metastore.storage.catalog_storage import CatalogStorage
+from metastore.storage.sts import Vendor
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +22,7 @@ class Iceberg:
     views: Views
     warehouse: Warehouse
     reports: MetricsReports = field(default_factory=MetricsReports)  # metastore.iceberg.reports
-    vendor: Vendor = field(default_factory=Vendor)  # vended credentials (metastore.sts)
+    vendor: Vendor = field(default_factory=Vendor)  # vended credentials (metastore.storage.sts)
 
     @classmethod
     def build(

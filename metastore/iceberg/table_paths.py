@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 
 from pyiceberg.table.metadata import TableMetadata
 
-from metastore.locations import check_inside
+from metastore.model.locations import check_inside
 
 # Properties naming where files go (Iceberg's table and view properties; the last two are
 # deprecated spellings Java still reads). Only these: a pattern such as ``write.*.path``

@@ -45,10 +45,12 @@ from pyiceberg.table.update import (
     TableUpdate,
 )
 
-from metastore import dropped
-from metastore.changes import Change, CreateEntity, DropEntity, UpdateEntity
-from metastore.codec import Codec
-from metastore.commits import CommitOutcome, CommitRequest, NewObject
+from metastore.catalog.expiry import finish_purge
+from metastore.catalog.service import Metastore
+from metastore.engine import dropped
+from metastore.engine.commits import CommitOutcome, CommitRequest, NewObject
+from metastore.engine.location_index import MayRead, Records, check_free, yields_to
+from metastore.engine.objects import MissingObject
 from metastore.errors import (
     BadRequest,
     CommitConflict,
@@ -58,7 +60,6 @@ from metastore.errors import (
     StorageUnavailable,
     ValidationFailed,
 )
-from metastore.expiry import finish_purge
 from metastore.iceberg import pieces, rebase
 from metastore.iceberg.answer_cache import DEFAULT_BYTES, AnswerCache, AnswerKey
 from metastore.iceberg.column_defaults import with_defaults
@@ -68,18 +69,17 @@ from metastore.iceberg.manifest_lists import ManifestLists
 from metastore.iceberg.metadata_json import MetadataFile, SnapshotsJson, metadata_document
 from metastore.iceberg.purge import Purge, PurgeCounters, PurgeReport
 from metastore.iceberg.table_paths import added_paths, check_paths, check_properties
+from metastore.iceberg.table_updates import ModelCache, ModelKey, apply_updates
 from metastore.iceberg.turns import Turns
-from metastore.iceberg.updates import ModelCache, ModelKey, apply_updates
-from metastore.keys import EntityKey, Kind
-from metastore.location_index import MayRead, Records, check_free, yields_to
-from metastore.locations import linked_below, normalize
-from metastore.memory_only import check as may_wait
-from metastore.model import Entity
-from metastore.objtypes import METADATA_PIECE
-from metastore.requirements import AssertEntityId, AssertStill, AssertVersion, Requirement
-from metastore.retry import RetryPolicy
-from metastore.service import Metastore
-from metastore.store import MissingObject
+from metastore.model.changes import Change, CreateEntity, DropEntity, UpdateEntity
+from metastore.model.codec import Codec
+from metastore.model.keys import EntityKey, Kind
+from metastore.model.locations import linked_below, normalize
+from metastore.model.objtypes import METADATA_PIECE
+from metastore.model.records import Entity
+from metastore.model.requirements import AssertEntityId, AssertStill, AssertVersion, Requirement
+from metastore.util.memory_only import check as may_wait
+from metastore.util.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -693,10 +693,10 @@ class Tables:
         extra: Sequence[Change] = (),
     ) -> CommitOutcome:
         """Drop a table: with ``purge`` delete it and its files at once, else keep it,
-        restorable, until garbage collection collects it (``metastore.dropped``). A purge's
+        restorable, until garbage collection collects it (``metastore.engine.dropped``). A purge's
         drop moves the table to its purging record, which holds the location until the
         files are deleted and is deleted then; a purge a crash cut short is done again by
-        the catalog's next expiry (``metastore.expiry``)."""
+        the catalog's next expiry (``metastore.catalog.expiry``)."""
         entity, state = await asyncio.to_thread(self._dropped, tenant, catalog, key, purge)
         request = CommitRequest(
             (AssertEntityId(key, entity.entity_id), AssertVersion(key, entity.version)),
@@ -727,7 +727,7 @@ class Tables:
 
     def purge_dropped(self, tenant: str, catalog: str, entity: Entity) -> None:
         """Delete the files of a dropped table moved to its purging record by the expiry
-        (``metastore.expiry``; blocking, after that commit, as a purge runs after its
+        (``metastore.catalog.expiry``; blocking, after that commit, as a purge runs after its
         drop). Its metadata pieces are still stored: a later sweep takes them."""
         if not self.has_files(entity):
             return
@@ -782,7 +782,7 @@ class Tables:
 def _still_there(files: TableFiles, location: str) -> None:
     """400 when a register's metadata file is gone by the time its commit is built. A
     purge deletes that file last, while its purging record holds the location
-    (``metastore.dropped``): a register that read the file before and commits after the
+    (``metastore.engine.dropped``): a register that read the file before and commits after the
     purge would name a table whose files are gone."""
     if not files.exists(location):
         raise BadRequest(

@@ -23,25 +23,20 @@ from pyiceberg.schema import Schema
 from pyiceberg.typedef import IcebergBaseModel
 from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 
-from metastore.changes import Change, CreateEntity, UpdateEntity
-from metastore.clock import Clock, SystemClock
-from metastore.codec import Codec
-from metastore.commits import CommitRequest, NewObject
-from metastore.errors import (
-    CommitConflict,
-    CommitStateUnknown,
-    MetastoreError,
-    NoSuchView,
-)
+from metastore.catalog.service import Metastore
+from metastore.engine.commits import CommitRequest, NewObject
+from metastore.errors import CommitConflict, CommitStateUnknown, MetastoreError, NoSuchView
 from metastore.iceberg import pieces
 from metastore.iceberg.files import TableFiles, Warehouse
 from metastore.iceberg.table_paths import check_properties
 from metastore.iceberg.tables import REBASES, Tables, iceberg_errors
 from metastore.iceberg.view_updates import Json, ViewUpdate, apply_view_updates
-from metastore.keys import EntityKey
-from metastore.model import Entity
-from metastore.requirements import AssertEntityId, AssertVersion, Requirement
-from metastore.service import Metastore
+from metastore.model.changes import Change, CreateEntity, UpdateEntity
+from metastore.model.codec import Codec
+from metastore.model.keys import EntityKey
+from metastore.model.records import Entity
+from metastore.model.requirements import AssertEntityId, AssertVersion, Requirement
+from metastore.util.clock import Clock, SystemClock
 
 Record = Callable[[str], Sequence[Change]]  # metadata location -> extra changes (idempotency)
 

@@ -14,9 +14,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from metastore.codec import Codec
 from metastore.errors import MetastoreError
-from metastore.keys import ObjKey, RefKey
+from metastore.model.codec import Codec
+from metastore.model.keys import ObjKey, RefKey
 
 DEFAULT_RECENT_HEADS = 20
 

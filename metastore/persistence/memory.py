@@ -11,9 +11,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Sequence
 
-from metastore.codec import Codec, default_codec
 from metastore.errors import MetastoreError, ObjectConflict, RefConditionFailed
-from metastore.keys import ObjKey, RefKey, catalog_prefix, tenant_prefix
+from metastore.model.codec import Codec, default_codec
+from metastore.model.keys import ObjKey, RefKey, catalog_prefix, tenant_prefix
 from metastore.persistence.base import (
     Ref,
     RefUpdate,
@@ -23,7 +23,7 @@ from metastore.persistence.base import (
     decode_ref,
     encode_ref,
 )
-from metastore.persistence.rules import (
+from metastore.persistence.write_rules import (
     check_ref_update,
     check_updateable_key,
     deleted_keys,

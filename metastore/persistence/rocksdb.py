@@ -32,10 +32,9 @@ from typing import Any, cast
 
 from rocksdict import Checkpoint, Options, Rdict, WriteBatch, WriteOptions
 
-from metastore.codec import Codec, default_codec
 from metastore.errors import MetastoreError, ObjectConflict, RefConditionFailed
-from metastore.keys import ObjKey, RefKey, catalog_prefix, tenant_prefix
-from metastore.memory_only import check as may_wait
+from metastore.model.codec import Codec, default_codec
+from metastore.model.keys import ObjKey, RefKey, catalog_prefix, tenant_prefix
 from metastore.persistence.base import (
     Ref,
     RefUpdate,
@@ -45,7 +44,7 @@ from metastore.persistence.base import (
     decode_ref,
     encode_ref,
 )
-from metastore.persistence.layout import (
+from metastore.persistence.rocksdb_layout import (
     FORMAT,
     FORMAT_KEY,
     OBJ,
@@ -59,13 +58,14 @@ from metastore.persistence.layout import (
     updateable_key,
     updateable_token,
 )
-from metastore.persistence.rules import (
+from metastore.persistence.wal_sync import GroupSync
+from metastore.persistence.write_rules import (
     check_ref_update,
     check_updateable_key,
     deleted_keys,
     new_objects,
 )
-from metastore.persistence.wal_sync import GroupSync
+from metastore.util.memory_only import check as may_wait
 
 PAGE = 256  # entries per scan page (one short-lived iterator each)
 REMEMBERED_KEYS = 100_000  # values ``get_remembered`` keeps (refs); all dropped past it

@@ -2,7 +2,7 @@
 
 Every job reads one of two sources inside Spark tasks and gets the same thing from
 both: rows of ``(key, value)`` in the store's key layout
-(``metastore.persistence.layout``), each Spark partition holding whole catalogs. The
+(``metastore.persistence.rocksdb_layout``), each Spark partition holding whole catalogs. The
 jobs decode those rows one way, with the catalog's own code (``RowsPersistence``
 under ``CatalogObjects``, the index, the Iceberg pieces):
 

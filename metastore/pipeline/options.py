@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from metastore.cluster.config import MAX_PARTITIONS
-from metastore.config_rules import ConfigError, check_range, check_url, integer
+from metastore.cluster.cluster_config import MAX_PARTITIONS
 from metastore.pipeline.exits import JobError
+from metastore.util.setting_rules import ConfigError, check_range, check_url, integer
 
 SourceKind = Literal["url", "kafka", "data-dir"]
 DEFAULT_TENANT = "default"

@@ -4,7 +4,7 @@ Tasks count what they read (``records``: stored key/value rows or changelog reco
 and what they decoded and checked or exported (``objects``) into two Spark
 accumulators; Spark adds a task's counts when the task ends, so the driver's
 progress line (on standard error: redrawn in place on a terminal, a plain line every
-``interval_s`` elsewhere, ``metastore.ticker``) also shows finished/total tasks of the
+``interval_s`` elsewhere, ``metastore.util.ticker``) also shows finished/total tasks of the
 running stages. The summary goes to standard output.
 """
 
@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from pyspark import Accumulator, SparkContext
 
-from metastore.ticker import Ticker
+from metastore.util.ticker import Ticker
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """Store rows, as every source produces them, read through the persistence contract.
 
 A source yields ``(key, value)`` pairs in the store's layout
-(``metastore.persistence.layout``). ``RowsPersistence`` serves one catalog's rows
+(``metastore.persistence.rocksdb_layout``). ``RowsPersistence`` serves one catalog's rows
 (and its tenant's, where a job needs both) through the read side of ``Persistence``,
 so a job decodes commits, index stripes, entities and Iceberg pieces with the
 catalog's own code (``CatalogObjects``, ``IndexView``, ``pieces``) instead of
@@ -14,11 +14,11 @@ import bisect
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from metastore.codec import Codec
 from metastore.errors import MetastoreError
-from metastore.keys import SEP, ObjKey, RefKey, catalog_prefix, tenant_prefix
+from metastore.model.codec import Codec
+from metastore.model.keys import SEP, ObjKey, RefKey, catalog_prefix, tenant_prefix
 from metastore.persistence.base import Ref, RefUpdate, StoredObject, UpdateableObject, decode_ref
-from metastore.persistence.layout import (
+from metastore.persistence.rocksdb_layout import (
     DATA_PREFIXES,
     OBJ,
     REF,

@@ -22,14 +22,14 @@ import hmac
 
 import jwt
 
+from metastore.catalog.service import Metastore
 from metastore.errors import NoSuchTenant, Unauthorized
 from metastore.security.attempts import Attempts
 from metastore.security.hashing import HashingBusy, HashPool
 from metastore.security.oidc import OidcVerifier
 from metastore.security.principal import Principal, parse_principal_id
-from metastore.security.records import PrincipalDirectory, PrincipalRecord
+from metastore.security.principal_records import PrincipalDirectory, PrincipalRecord
 from metastore.security.tokens import ISSUER, TokenClaims, TokenSigner
-from metastore.service import Metastore
 
 BEARER = "Bearer "
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from metastore.catalog.service import Metastore
 from metastore.errors import Forbidden, NotFound
 from metastore.security.policy import EVERYTHING, Access, Policies, Policy, Visibility
 from metastore.security.principal import Principal
 from metastore.security.privileges import Level, Privilege
 from metastore.security.securables import Securable
-from metastore.service import Metastore
 
 ServiceAdmin = Callable[[Principal], bool]
 _MAX_REMEMBERED = 100_000  # catalogs whose record id is remembered, before starting over

@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from metastore.errors import BadRequest
-from metastore.keys import EntityKey, Kind
-from metastore.names import check_name, check_namespace
+from metastore.model.keys import EntityKey, Kind
+from metastore.model.names import check_name, check_namespace
 from metastore.security.privileges import Level, Privilege
 from metastore.security.securables import Path, is_leaf, leaf
 
@@ -51,7 +51,7 @@ MEMBER = "member:"
 CATALOG_ROLE = "catalog-role:"
 ROLE_GRANT = "role-grant:"
 GRANT = "grant:"
-PRINCIPAL = "principal:"  # the principal records (metastore.security.records)
+PRINCIPAL = "principal:"  # the principal records (metastore.security.principal_records)
 RESERVED_PROPERTY = "metastore."  # properties a caller may not set on a role
 CATALOG_ID = RESERVED_PROPERTY + "catalog-id"
 # the ids a link record names: the records it links when it was written

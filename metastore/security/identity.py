@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from metastore.catalog.service import Metastore
 from metastore.security.attempts import Attempts, FailureWindow
 from metastore.security.authenticator import Authenticator
 from metastore.security.hashing import HashPool
 from metastore.security.oidc import OidcSettings, OidcVerifier
+from metastore.security.principal_records import PrincipalDirectory
 from metastore.security.principals import Principals
-from metastore.security.records import PrincipalDirectory
 from metastore.security.signing import SigningKeys
 from metastore.security.tokens import TokenSigner
-from metastore.service import Metastore
 
 
 @dataclass(frozen=True, slots=True)

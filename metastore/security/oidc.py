@@ -30,11 +30,11 @@ from typing import Any
 
 import jwt
 
-from metastore.config_rules import ConfigError, check_claim, check_url
 from metastore.errors import InvalidName, ServiceUnavailable, Unauthorized
-from metastore.names import SYSTEM_NAME, check_system_name
+from metastore.model.names import SYSTEM_NAME, check_system_name
 from metastore.security.principal import RESERVED_NAMES, Principal
-from metastore.small_files import NotSmallFile, read_small_file
+from metastore.util.setting_rules import ConfigError, check_claim, check_url
+from metastore.util.small_files import NotSmallFile, read_small_file
 
 log = logging.getLogger(__name__)
 

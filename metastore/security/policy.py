@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from metastore.catalog.service import Metastore
 from metastore.errors import NotFound
-from metastore.keys import SYSTEM_CATALOG, Kind, kind_prefix
-from metastore.memory_only import check as may_wait
-from metastore.model import Entity
+from metastore.model.keys import SYSTEM_CATALOG, Kind, kind_prefix
+from metastore.model.records import Entity
 from metastore.security.grants import (
     CATALOG_ID,
     CATALOG_ROLE,
@@ -38,7 +38,7 @@ from metastore.security.grants import (
 from metastore.security.principal import Principal
 from metastore.security.privileges import ALL, Level, Privilege, expand
 from metastore.security.securables import Path, is_leaf, leaf_of
-from metastore.service import Metastore
+from metastore.util.memory_only import check as may_wait
 
 _SYSTEM = kind_prefix((), Kind.SYSTEM)
 _MAX_REMEMBERED = 10_000  # principals per snapshot, tenants per cache, before starting over

@@ -16,12 +16,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from metastore.changes import Change, CreateEntity, DeleteEntity, UpdateEntity
-from metastore.commits import CommitOutcome
-from metastore.commits import Record as CommitRecord
-from metastore.keys import SYSTEM_CATALOG, EntityKey
-from metastore.model import Entity
-from metastore.requirements import AssertEntityId, AssertVersion, Requirement
+from metastore.catalog.service import Metastore
+from metastore.engine.commits import CommitOutcome
+from metastore.engine.commits import Record as CommitRecord
+from metastore.model.changes import Change, CreateEntity, DeleteEntity, UpdateEntity
+from metastore.model.keys import SYSTEM_CATALOG, EntityKey
+from metastore.model.records import Entity
+from metastore.model.requirements import AssertEntityId, AssertVersion, Requirement
 from metastore.security.grants import (
     GRANT,
     MEMBER,
@@ -36,7 +37,6 @@ from metastore.security.grants import (
     system_key,
 )
 from metastore.security.policy import CatalogRole, Policy
-from metastore.service import Metastore
 
 
 @dataclass(frozen=True, slots=True)

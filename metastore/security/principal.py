@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from metastore.names import SYSTEM_NAME
+from metastore.model.names import SYSTEM_NAME
 
 PrincipalKind = Literal["service", "user", "anonymous", "system"]
 DEFAULT_TENANT = "default"

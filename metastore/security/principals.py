@@ -14,22 +14,22 @@ import contextlib
 import secrets
 from collections.abc import Callable, Mapping
 
-from metastore.changes import Change, CreateEntity, DeleteEntity, UpdateEntity
-from metastore.commits import CommitOutcome, CommitRequest, Record
-from metastore.config_rules import check_secret
+from metastore.catalog.service import Metastore, Page
+from metastore.engine.commits import CommitOutcome, CommitRequest, Record
 from metastore.errors import AlreadyExists, BadRequest, MetastoreError, NoSuchTenant, NotFound
-from metastore.keys import SYSTEM_CATALOG, EntityKey, Kind
-from metastore.model import Entity
-from metastore.names import check_system_name
-from metastore.requirements import AssertVersion
+from metastore.model.changes import Change, CreateEntity, DeleteEntity, UpdateEntity
+from metastore.model.keys import SYSTEM_CATALOG, EntityKey, Kind
+from metastore.model.names import check_system_name
+from metastore.model.records import Entity
+from metastore.model.requirements import AssertVersion
 from metastore.security.principal import RESERVED_NAMES
-from metastore.security.records import (
+from metastore.security.principal_records import (
     PRINCIPAL_PREFIX,
     PrincipalRecord,
     RecordType,
     principal_key,
 )
-from metastore.service import Metastore, Page
+from metastore.util.setting_rules import check_secret
 
 LEGACY_CLIENT_PREFIX = "client:"  # client records of earlier versions
 _MIGRATE_BATCH = 400  # clients per migration commit (two changes each)

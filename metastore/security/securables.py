@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from metastore.keys import EntityKey, Kind
+from metastore.model.keys import EntityKey, Kind
 from metastore.security.privileges import Level
 
 Path = tuple[str, ...]

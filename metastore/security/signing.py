@@ -20,12 +20,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from metastore.changes import Change, CreateEntity, DeleteEntity, UpdateEntity
-from metastore.commits import CommitRequest, Record
+from metastore.catalog.service import Metastore
+from metastore.engine.commits import CommitRequest, Record
 from metastore.errors import AlreadyExists
-from metastore.keys import SYSTEM_CATALOG, EntityKey, Kind
-from metastore.requirements import AssertVersion
-from metastore.service import Metastore
+from metastore.model.changes import Change, CreateEntity, DeleteEntity, UpdateEntity
+from metastore.model.keys import SYSTEM_CATALOG, EntityKey, Kind
+from metastore.model.requirements import AssertVersion
 
 TOKEN_KEYS = EntityKey(Kind.SYSTEM, (), "token-keys")
 LEGACY_KEY = EntityKey(Kind.SYSTEM, (), "token-key")  # the single key of earlier versions

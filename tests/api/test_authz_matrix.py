@@ -29,10 +29,10 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
 
 from harness.node import NodeProcess
-from metastore.api.access import RULES
-from metastore.api.app import create_app
-from metastore.config import ServerConfig
-from metastore.iceberg.unprefixed import unprefixed
+from metastore.config.server_config import ServerConfig
+from metastore.iceberg.routes.unprefixed import unprefixed
+from metastore.node.app import create_app
+from metastore.node.route_privileges import RULES
 
 from .access_support import ROOT, SECRET, Admin, Caller, login, secured_env, seg, tenant_path
 from .support import TIMEOUT, Api, Reply, unique

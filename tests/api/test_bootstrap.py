@@ -1,4 +1,4 @@
-"""Bootstrap steps in cluster mode (metastore/api/bootstrap.py): retried while the owner
+"""Bootstrap steps in cluster mode (metastore/node/bootstrap.py): retried while the owner
 of their partition (maybe a node still starting) has not written, stopped by anything
 else. The steps run on the real event loop with a short retry policy."""
 
@@ -6,15 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from metastore.api.bootstrap import until_done
-from metastore.errors import (
-    BadRequest,
-    MetastoreError,
-    NoSuchTenant,
-    NotOwner,
-    ServiceUnavailable,
-)
-from metastore.retry import RetryPolicy
+from metastore.errors import BadRequest, MetastoreError, NoSuchTenant, NotOwner, ServiceUnavailable
+from metastore.node.bootstrap import until_done
+from metastore.util.retry import RetryPolicy
 
 QUICK = RetryPolicy(base_s=0.001, max_s=0.002)
 

@@ -16,9 +16,9 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
 
 from harness.node import NodeProcess
-from metastore import cpu_pinning
-from metastore.api.refusals import refusal
-from metastore.config import ServerConfig
+from metastore.config.server_config import ServerConfig
+from metastore.node.refusals import refusal
+from metastore.util import cpu_pinning
 
 CPUS = sorted(os.sched_getaffinity(0))
 

@@ -4,7 +4,7 @@ The tests play the mark themselves, from a checkpoint of the node's database (as
 ``metastore gc`` job does): reachable = everything the commits from HEAD back to the
 ref's oldest recent HEAD reach (retention 0); candidates = every other object of the
 catalog. Then they sweep through the node and check the store with the audit's own
-checks (``metastore.pipeline.audit``, no Spark needed) on a fresh checkpoint.
+checks (``metastore.pipeline.audit.integrity``, no Spark needed) on a fresh checkpoint.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
 from harness.node import NodeProcess
-from metastore.codec import default_codec
-from metastore.keys import ObjKey
-from metastore.objtypes import COMMIT, INDEX, METADATA_PIECE
+from metastore.model.codec import default_codec
+from metastore.model.keys import ObjKey
+from metastore.model.objtypes import COMMIT, INDEX, METADATA_PIECE
 from metastore.persistence.rocksdb import RocksDB
-from metastore.pipeline.audit import audit_catalog
-from metastore.pipeline.catalog import CatalogRows
+from metastore.pipeline.audit.integrity import audit_catalog
+from metastore.pipeline.catalog_reader import CatalogRows
 
 T = "default"  # the Iceberg API's tenant
 SCHEMA = Schema(

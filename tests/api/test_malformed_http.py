@@ -26,7 +26,7 @@ from harness.node import NodeProcess
 from .support import TIMEOUT, Api, Catalog, assert_status
 
 BOUND_S = 30.0  # generous: every awaited condition happens well before this
-REFUSAL_LINE = "WARNING metastore.api.protocol: refused a malformed request"
+REFUSAL_LINE = "WARNING metastore.http.protocol: refused a malformed request"
 BODY = json.dumps({"namespace": ["x"]}).encode()
 
 

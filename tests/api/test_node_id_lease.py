@@ -1,9 +1,9 @@
 """A node resumed after its node-id lease ran out (a stopped process, a suspended
 machine) renews the lease on its first write and answers it: no 503, no restart.
 
-The node stops minting ids a sixth of the lease before its end (``metastore.leases``);
+The node stops minting ids a sixth of the lease before its end (``metastore.engine.leases``);
 nobody took its node id over while it was stopped, so the renewal succeeds at once
-(``metastore.lease_keeper``).
+(``metastore.engine.lease_keeper``).
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from harness.node import NodeProcess
-from metastore.config import ServerConfig
-from metastore.config_rules import ConfigError
+from metastore.config.server_config import ServerConfig
+from metastore.util.setting_rules import ConfigError
 from tests.api.support import TIMEOUT, Api, Reply, assert_status
 
 NAMESPACES_ROUTE = "/api/v1/tenants/{tenant}/catalogs/{catalog}/namespaces"

@@ -15,12 +15,12 @@ import yaml
 from openapi_spec_validator import validate
 
 from harness.node import NodeProcess
-from metastore.api.app import create_app
-from metastore.api.documents import build
-from metastore.api.openapi import component_schemas, normalized, openapi_path
-from metastore.api.validation import validator
-from metastore.config import ServerConfig
-from metastore.resources import schemas_dir
+from metastore.config.server_config import ServerConfig
+from metastore.http.documents import build
+from metastore.http.openapi import component_schemas, normalized, openapi_path
+from metastore.http.validation import validator
+from metastore.node.app import create_app
+from metastore.util.resources import schemas_dir
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 30

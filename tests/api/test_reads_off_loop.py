@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from metastore.api.app import create_app
-from metastore.config import ServerConfig
+from metastore.config.server_config import ServerConfig
+from metastore.node.app import create_app
 from metastore.persistence.rocksdb import RocksDB
 
 SCHEMA = {

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from metastore.api import server
-from metastore.api.app import create_app
-from metastore.api.typedefs import LEASER
-from metastore.config import ServerConfig
-from metastore.leases import lease_key
+from metastore.config.server_config import ServerConfig
+from metastore.engine.leases import lease_key
+from metastore.http.typedefs import LEASER
+from metastore.node import server
+from metastore.node.app import create_app
 from metastore.persistence.rocksdb import RocksDBPersistence
 
 

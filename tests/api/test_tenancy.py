@@ -21,8 +21,8 @@ import aiohttp
 import pytest
 
 from harness.node import NodeProcess
-from metastore.keys import Kind, kind_prefix
-from metastore.paging import PageToken, encode_token, fingerprint
+from metastore.catalog.paging import PageToken, encode_token, fingerprint
+from metastore.model.keys import Kind, kind_prefix
 
 from .access_support import ROOT, Admin, Caller, login, secured_env, tenant_path
 from .support import TIMEOUT, Api, Reply, assert_error, assert_status, unique

@@ -68,5 +68,5 @@ def test_a_store_that_cannot_write_is_degraded_and_logs_one_traceback(
     log = node.log_path.read_text(errors="replace")
     assert log.count("Traceback") == 1, node.log_tail(80)
     assert log.count("failed; later failures are counted") == 1, node.log_tail(80)
-    assert "WARNING metastore.leases: could not release node id" in log
-    assert "ERROR metastore.api.contexts: closing the store failed: " in log
+    assert "WARNING metastore.engine.leases: could not release node id" in log
+    assert "ERROR metastore.node.contexts: closing the store failed: " in log

@@ -18,10 +18,10 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from harness.cluster import Cluster
 from harness.process import free_port
-from metastore import resources
+from metastore.catalog.consistency import HEADER
 from metastore.cluster import topics
-from metastore.cluster.config import ClusterConfig
-from metastore.consistency import HEADER
+from metastore.cluster.cluster_config import ClusterConfig
+from metastore.util import resources
 from tests.api.support import TIMEOUT, Api, assert_status, entity_ref, unique
 
 # -- the spec and the setting (no broker) -------------------------------------------------

@@ -19,7 +19,7 @@ import aiohttp
 import pytest
 
 from harness.cluster import Cluster
-from metastore.consistency import HEADER
+from metastore.catalog.consistency import HEADER
 from tests.api.support import TIMEOUT, Api, assert_status, unique
 
 pytestmark = pytest.mark.slow

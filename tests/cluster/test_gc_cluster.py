@@ -20,9 +20,9 @@ from harness.cluster import QUIET_LEASES, Cluster, view_state
 from harness.node import NodeProcess
 from metastore.cluster.replay import replay
 from metastore.cluster.view import ViewStore
-from metastore.codec import default_codec
-from metastore.pipeline.audit import audit_catalog
-from metastore.pipeline.catalog import CatalogRows
+from metastore.model.codec import default_codec
+from metastore.pipeline.audit.integrity import audit_catalog
+from metastore.pipeline.catalog_reader import CatalogRows
 from tests.api.test_gc import (
     SCHEMA,
     T,

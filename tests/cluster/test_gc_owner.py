@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from metastore.clock import SystemClock
 from metastore.cluster import topics
-from metastore.cluster.config import ClusterConfig
-from metastore.cluster.records import RecordCodec, partition_for
+from metastore.cluster.changelog_records import RecordCodec, partition_for
+from metastore.cluster.cluster_config import ClusterConfig
 from metastore.cluster.view import ViewConsumer, ViewStore, digest
-from metastore.codec import default_codec
 from metastore.errors import RefConditionFailed
-from metastore.keys import ObjKey, RefKey
+from metastore.model.codec import default_codec
+from metastore.model.keys import ObjKey, RefKey
 from metastore.persistence.base import Ref, RefUpdate, StoredObject
+from metastore.util.clock import SystemClock
 from workers.owner import PartitionOwner
 
 TIMEOUT = 30.0

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from metastore.cluster.records import RecordCodec
-from metastore.codec import default_codec
-from metastore.persistence.layout import object_key
+from metastore.cluster.changelog_records import RecordCodec
+from metastore.model.codec import default_codec
+from metastore.persistence.rocksdb_layout import object_key
 from tests.unit.view_log import DictView, Log
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from metastore.cluster import topics
-from metastore.cluster.config import (
+from metastore.cluster.cluster_config import (
     PROPERTIES_ENV,
     PROPERTIES_FILE_ENV,
     REFUSED_PROPERTIES,
@@ -29,8 +29,8 @@ from metastore.cluster.config import (
     properties_from_env,
     redacted,
 )
-from metastore.config import ServerConfig
-from metastore.config_rules import ConfigError
+from metastore.config.server_config import ServerConfig
+from metastore.util.setting_rules import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 SASL = {

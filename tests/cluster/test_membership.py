@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from metastore.cluster import topics
-from metastore.cluster.config import ClusterConfig
+from metastore.cluster.cluster_config import ClusterConfig
 from metastore.cluster.membership import Membership
 
 PARTITIONS = 4

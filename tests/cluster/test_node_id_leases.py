@@ -1,5 +1,5 @@
 """A node whose node-id lease was lost leases a node id again and writes again, with no
-restart (``metastore.lease_keeper``).
+restart (``metastore.engine.lease_keeper``).
 
 Two real nodes on one broker, with 3-second leases. The node that does not own the
 leases' partition stops (SIGSTOP: a long pause, as a frozen VM or a debugger would
@@ -29,8 +29,8 @@ import pytest
 
 from harness.cluster import Cluster, get_reply, health
 from harness.node import NodeProcess
-from metastore.consistency import HEADER
-from metastore.ids import decompose
+from metastore.catalog.consistency import HEADER
+from metastore.model.ids import decompose
 from tests.api.support import TIMEOUT, Api, assert_status, unique
 
 pytestmark = pytest.mark.slow

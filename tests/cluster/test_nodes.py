@@ -22,13 +22,13 @@ import pytest
 
 from harness.cluster import QUIET_LEASES, Cluster, health, view_state
 from harness.node import NodeProcess
-from metastore.cache import ObjectCache
+from metastore.catalog.consistency import HEADER
+from metastore.catalog.service import Metastore
 from metastore.cluster.replay import replay
 from metastore.cluster.view import ViewStore
-from metastore.codec import default_codec
-from metastore.consistency import HEADER
-from metastore.keys import Kind
-from metastore.service import Metastore
+from metastore.engine.object_cache import ObjectCache
+from metastore.model.codec import default_codec
+from metastore.model.keys import Kind
 from tests.api.support import TIMEOUT, Api, assert_error, assert_serial_chain, assert_status, unique
 
 pytestmark = pytest.mark.slow

@@ -14,9 +14,9 @@ import pytest
 
 from metastore.cluster.peer_auth import MAX_SKEW_S, MIN_SECRET_LENGTH, PeerKey, resolve_secret
 from metastore.cluster.protocol import FORWARDED_HEADER, SIGNATURE_HEADER
-from metastore.config import ServerConfig
-from metastore.config_rules import ConfigError
+from metastore.config.server_config import ServerConfig
 from metastore.errors import Unauthorized
+from metastore.util.setting_rules import ConfigError
 
 SECRET = "s" * MIN_SECRET_LENGTH
 OWNER = "http://10.0.0.2:8181"

@@ -13,18 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from metastore.clock import SystemClock
 from metastore.cluster import topics
-from metastore.cluster.config import ClusterConfig
-from metastore.cluster.node import ClusterNode
+from metastore.cluster.changelog_records import RecordCodec
+from metastore.cluster.cluster_config import ClusterConfig
+from metastore.cluster.cluster_node import ClusterNode
+from metastore.cluster.cluster_persistence import KafkaPersistence
 from metastore.cluster.peer_auth import Peers
-from metastore.cluster.persistence import KafkaPersistence
-from metastore.cluster.records import RecordCodec
 from metastore.cluster.view import ViewConsumer, ViewStore
-from metastore.codec import default_codec
+from metastore.engine.leases import lease_key
 from metastore.errors import ServiceUnavailable
-from metastore.leases import lease_key
+from metastore.model.codec import default_codec
 from metastore.persistence.base import UpdateableObject
+from metastore.util.clock import SystemClock
 from workers.owner import PartitionOwner
 
 GONE = "http://gone.invalid:8181"  # .invalid never resolves

@@ -15,7 +15,7 @@ import requests
 
 from harness.cluster import Cluster
 from harness.node import NodeProcess
-from metastore.consistency import HEADER
+from metastore.catalog.consistency import HEADER
 
 pytestmark = pytest.mark.slow
 

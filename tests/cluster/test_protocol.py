@@ -20,13 +20,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer, unused_port
 from yarl import URL
 
-from metastore.api.middlewares import errors
-from metastore.api.peers import PEER, authenticate_peers
-from metastore.api.typedefs import PEERS
 from metastore.cluster import protocol
 from metastore.cluster.peer_auth import MIN_SECRET_LENGTH, PeerKey, Peers
 from metastore.errors import BadRequest, Fenced, MetastoreError, NotOwner, ServiceUnavailable
-from metastore.keys import ObjKey
+from metastore.http.peers import PEER, authenticate_peers
+from metastore.http.typedefs import PEERS
+from metastore.model.keys import ObjKey
+from metastore.node.middlewares import errors
 from metastore.persistence.base import UpdateableObject
 
 SECRET = "s" * MIN_SECRET_LENGTH

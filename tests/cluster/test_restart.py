@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from harness.cluster import Cluster, health
-from metastore.consistency import HEADER
+from metastore.catalog.consistency import HEADER
 
 pytestmark = pytest.mark.slow
 

@@ -29,9 +29,9 @@ import requests
 
 from harness.cluster import Cluster, health, view_state
 from harness.node import NodeProcess
+from metastore.catalog.consistency import HEADER
 from metastore.cluster.peer_auth import PeerKey
 from metastore.cluster.protocol import FORWARDED_HEADER, SIGNATURE_HEADER
-from metastore.consistency import HEADER
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from harness.cluster import Cluster
-from metastore.consistency import HEADER
+from metastore.catalog.consistency import HEADER
 
 pytestmark = pytest.mark.slow
 

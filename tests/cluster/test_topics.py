@@ -19,9 +19,9 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     NewTopic,
 )
 
-from metastore import resources
 from metastore.cluster import topics
-from metastore.cluster.config import ClusterConfig
+from metastore.cluster.cluster_config import ClusterConfig
+from metastore.util import resources
 
 TIMEOUT = 10.0
 

@@ -22,8 +22,7 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from metastore.cluster.config import ClusterConfig
-from metastore.cluster.records import (
+from metastore.cluster.changelog_records import (
     Barrier,
     Produced,
     RecordCodec,
@@ -32,10 +31,11 @@ from metastore.cluster.records import (
     UpdateableRecord,
     partition_for,
 )
+from metastore.cluster.cluster_config import ClusterConfig
 from metastore.cluster.replay import ReplayError, replay, wipe_view
 from metastore.cluster.view import ReadOnlyView, ViewConsumer, ViewError, ViewStore, digest
-from metastore.codec import default_codec
-from metastore.keys import ObjKey, RefKey
+from metastore.model.codec import default_codec
+from metastore.model.keys import ObjKey, RefKey
 from metastore.persistence.base import Ref, StoredObject, UpdateableObject
 from metastore.persistence.rocksdb import RocksDBPersistence
 

@@ -3,7 +3,7 @@
 A browser lets any page send a POST anywhere, the node on the user's machine included;
 the API takes a JSON body whatever its content type, so no preflight stops it. A page
 the user merely visited created namespaces and renamed tables. Now such a write is a
-403 (``metastore.api.origins``): here real Chromium visits a page served from another
+403 (``metastore.http.origins``): here real Chromium visits a page served from another
 origin that tries, and the catalog is checked afterwards. The console itself, on the
 node's own origin, still writes.
 """

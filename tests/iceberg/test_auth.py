@@ -20,10 +20,10 @@ from pyiceberg.exceptions import TooManyRequestsError
 
 from harness.node import NodeProcess
 from harness.process import free_port
-from metastore.changes import CreateEntity, DeleteEntity
 from metastore.cluster import topics
-from metastore.cluster.config import ClusterConfig
-from metastore.keys import EntityKey, Kind
+from metastore.cluster.cluster_config import ClusterConfig
+from metastore.model.changes import CreateEntity, DeleteEntity
+from metastore.model.keys import EntityKey, Kind
 from metastore.security.hashing import hash_secret
 from metastore.security.signing import LEGACY_KEY, TOKEN_KEYS
 from tests.security.stores import offline_store

@@ -20,7 +20,7 @@ from pyiceberg.catalog.rest import RestCatalog
 
 from harness.node import NodeProcess
 from harness.process import free_port
-from metastore.security.records import principal_key
+from metastore.security.principal_records import principal_key
 from metastore.security.signing import KeyRing
 from metastore.security.tokens import ISSUER
 from tests.security.stores import offline_store

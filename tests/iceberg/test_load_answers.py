@@ -22,8 +22,8 @@ from botocore.exceptions import ClientError
 
 from harness.node import NodeProcess
 from harness.s3 import Keys, S3Process
-from metastore.config import ServerConfig
-from metastore.config_rules import ConfigError
+from metastore.config.server_config import ServerConfig
+from metastore.util.setting_rules import ConfigError
 
 from .support import SCHEMA, assert_error
 

@@ -23,7 +23,7 @@ from pyiceberg.table.update import (
 
 from metastore.iceberg.lineage import INITIAL_ROW_ID
 from metastore.iceberg.metadata_json import SnapshotsJson, metadata_document, metadata_text
-from metastore.iceberg.updates import apply_updates
+from metastore.iceberg.table_updates import apply_updates
 
 from .support import SCHEMA
 

@@ -22,9 +22,9 @@ import requests
 from pyiceberg.catalog.rest import RestCatalog
 
 from harness.node import NodeProcess
-from metastore.api.app import create_app
-from metastore.config import ServerConfig
+from metastore.config.server_config import ServerConfig
 from metastore.iceberg.reports import KEEP
+from metastore.node.app import create_app
 
 from .support import SCHEMA, Http, assert_error, rows
 

@@ -20,8 +20,8 @@ import requests
 from pyiceberg.catalog.rest import RestCatalog
 
 from harness.node import NodeProcess
-from metastore.config import ServerConfig
-from metastore.config_rules import ConfigError
+from metastore.config.server_config import ServerConfig
+from metastore.util.setting_rules import ConfigError
 from tests.test_config import assert_refused, serve
 
 from .support import assert_error

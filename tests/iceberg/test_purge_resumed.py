@@ -1,7 +1,7 @@
 """A purge that a crash cuts short is finished later, and loses track of no file.
 
 The drop's commit moves a purged table to its purging record, which holds the location
-until the purge has ended (``metastore.dropped``); the catalog's next expiry (the last
+until the purge has ended (``metastore.engine.dropped``); the catalog's next expiry (the last
 step of every ``metastore gc`` run) purges every such record again. A purge deletes a
 file only after every file it references (``metastore.iceberg.purge``), so the second
 run still reaches every file left. Before, a node killed in the middle of a purge left
@@ -31,7 +31,7 @@ from pyiceberg.table import Table
 from harness.node import NodeProcess
 from harness.s3 import KEYS, S3Process
 from metastore.iceberg.purge import Purge
-from metastore.local_unlink import LocalRoot
+from metastore.util.local_unlink import LocalRoot
 
 from .support import SCHEMA, SECRETS_ENV, TENANT, S3Lake, rows
 

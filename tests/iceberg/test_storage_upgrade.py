@@ -23,12 +23,12 @@ from pyiceberg.catalog.rest import RestCatalog
 from harness.engine import build_engine
 from harness.node import NodeProcess
 from harness.process import free_port
-from metastore.changes import DeleteEntity
-from metastore.commits import CommitRequest
-from metastore.lanes import CommitLanes
+from metastore.catalog.service import Metastore
+from metastore.engine.commits import CommitRequest
+from metastore.engine.lanes import CommitLanes
+from metastore.model.changes import DeleteEntity
 from metastore.persistence.rocksdb import RocksDBPersistence
-from metastore.service import Metastore
-from metastore.storage import STORAGE_RECORD
+from metastore.storage.settings import STORAGE_RECORD
 
 from .support import SCHEMA, rows
 

@@ -76,7 +76,7 @@ def test_a_dropped_table_is_listed_and_undropped_with_its_data(
     (kept,) = native.dropped()
     assert kept["name"] == "orders" and kept["namespace"] == ["db"]
     assert kept["dropped-by"] == "anonymous" and kept["dropped-at-ms"] > 0
-    assert "metastore.dropped-by" not in kept["properties"]
+    assert "metastore.engine.dropped-by" not in kept["properties"]
     assert _files(before.metadata.location) == files  # nothing deleted
 
     restored = native.undrop("orders")

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from metastore.codec import default_codec
 from metastore.errors import ObjectConflict, RefConditionFailed
-from metastore.keys import ObjKey, RefKey
+from metastore.model.codec import default_codec
+from metastore.model.keys import ObjKey, RefKey
 from metastore.persistence.base import (
     Persistence,
     Ref,

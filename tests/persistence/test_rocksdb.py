@@ -20,7 +20,7 @@ from rocksdict import Options, Rdict
 import metastore
 from harness.threads import run_interleaved
 from metastore.errors import ObjectConflict, RefConditionFailed
-from metastore.keys import ObjKey, RefKey
+from metastore.model.keys import ObjKey, RefKey
 from metastore.persistence.base import Ref, RefUpdate, StoredObject, UpdateableObject
 from metastore.persistence.rocksdb import RocksDB, RocksDBPersistence, StoreFormatError
 
@@ -96,7 +96,7 @@ def test_unmarked_database_with_data_is_refused(tmp_path: Path) -> None:
 # from k-1 to k in one write, then acknowledges k on stdout.
 CHILD = """
 import sys
-from metastore.keys import ObjKey, RefKey
+from metastore.model.keys import ObjKey, RefKey
 from metastore.persistence.base import Ref, RefUpdate, StoredObject
 from metastore.persistence.rocksdb import RocksDBPersistence
 

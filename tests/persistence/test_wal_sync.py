@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from metastore.errors import RefConditionFailed
-from metastore.keys import ObjKey, RefKey
+from metastore.model.keys import ObjKey, RefKey
 from metastore.persistence.base import Ref, RefUpdate, StoredObject, Write
-from metastore.persistence.layout import ref_key
 from metastore.persistence.rocksdb import RocksDBPersistence
+from metastore.persistence.rocksdb_layout import ref_key
 from metastore.persistence.wal_sync import GroupSync
 
 WAIT = 30.0

@@ -14,9 +14,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from harness.spark_standalone import SparkStandalone
-from metastore.cli import _parser
-from metastore.pipeline import cli
-from metastore.pipeline.session import start
+from metastore.node.cli import _parser
+from metastore.pipeline import job_runner as cli
+from metastore.pipeline.spark_session import start
 
 # PySpark reads a job's results from a local socket it leaves to the garbage collector
 # (``pyspark.util._load_from_socket``); only that warning is PySpark's, not ours.

@@ -17,14 +17,14 @@ from pyiceberg.types import LongType, NestedField
 from pyspark.sql import SparkSession
 
 from harness.node import NodeProcess
-from metastore.codec import default_codec
-from metastore.index import StripeRef
-from metastore.keys import CATALOG_RECORD, SYSTEM_CATALOG, EntityKey, Kind, ObjKey
-from metastore.model import Commit, Entity
-from metastore.objtypes import COMMIT, ENTITY
+from metastore.catalog.service import catalog_ref, tenant_ref
+from metastore.model.codec import default_codec
+from metastore.model.index import StripeRef
+from metastore.model.keys import CATALOG_RECORD, SYSTEM_CATALOG, EntityKey, Kind, ObjKey
+from metastore.model.objtypes import COMMIT, ENTITY
+from metastore.model.records import Commit, Entity
 from metastore.persistence.base import Ref, RefUpdate, StoredObject
 from metastore.persistence.rocksdb import RocksDBPersistence
-from metastore.service import catalog_ref, tenant_ref
 
 from .conftest import run_job
 from .support import Http

@@ -99,7 +99,7 @@ def test_an_out_directory_holding_other_files(job: str, tmp_path: Path) -> None:
 def test_an_out_directory_a_job_wrote_is_taken_again(tmp_path: Path) -> None:
     """What a job claimed (the marker it leaves) a later run may write into; the check
     comes before the source, so the unreachable node is what refuses this run."""
-    from metastore.cli import _parser
+    from metastore.node.cli import _parser
     from metastore.pipeline.options import OUT_MARKER, JobOptions
 
     out = tmp_path / "out"

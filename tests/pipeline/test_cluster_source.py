@@ -26,7 +26,7 @@ from pyiceberg.types import LongType, NestedField
 from pyspark.sql import SparkSession
 
 from harness.cluster import Cluster
-from metastore.pipeline.export import TABLES
+from metastore.pipeline.export.export_rows import TABLES
 
 from .conftest import run_job
 from .support import Http

@@ -21,8 +21,8 @@ from pyiceberg.types import LongType, NestedField, StringType
 from pyspark.sql import SparkSession
 
 from harness.node import NodeProcess
-from metastore.credentials import is_secret_key
-from metastore.pipeline.export import TABLES
+from metastore.pipeline.export.export_rows import TABLES
+from metastore.storage.credentials import is_secret_key
 
 from .conftest import run_job
 from .support import Http

@@ -26,20 +26,20 @@ from pyiceberg.types import LongType, NestedField
 from pyspark.sql import SparkSession
 
 from harness.node import NodeProcess
-from metastore.cli import _parser
-from metastore.codec import default_codec
-from metastore.keys import ObjKey, tenant_prefix
+from metastore.model.codec import default_codec
+from metastore.model.keys import ObjKey, tenant_prefix
+from metastore.node.cli import _parser
 from metastore.persistence.base import DEFAULT_RECENT_HEADS
-from metastore.persistence.layout import OBJ, decode_object
-from metastore.pipeline import gc_job
-from metastore.pipeline.catalog import CatalogRows
-from metastore.pipeline.embedded import open_read_only, read_catalogs, scan
-from metastore.pipeline.gc_mark import MarkTimes, mark_catalog
-from metastore.pipeline.gc_mark_job import mark
-from metastore.pipeline.node import NodeClient
+from metastore.persistence.rocksdb_layout import OBJ, decode_object
+from metastore.pipeline.catalog_reader import CatalogRows
+from metastore.pipeline.embedded_source import open_read_only, read_catalogs, scan
+from metastore.pipeline.gc import gc_job
+from metastore.pipeline.gc.gc_mark import MarkTimes, mark_catalog
+from metastore.pipeline.gc.gc_mark_job import mark
+from metastore.pipeline.node_client import NodeClient
 from metastore.pipeline.options import Scope
 from metastore.pipeline.progress import Progress
-from metastore.pipeline.sources import from_node
+from metastore.pipeline.source_opening import from_node
 
 from .conftest import run_job
 from .support import Http

@@ -28,10 +28,10 @@ from pyiceberg.types import LongType, NestedField
 from pyspark.sql import SparkSession
 
 from harness.node import NodeProcess
-from metastore.cli import _parser
-from metastore.pipeline import maintain
-from metastore.pipeline.maintain_commit import IcebergClient, Loaded, TableName, expire
-from metastore.pipeline.node import NodeClient
+from metastore.node.cli import _parser
+from metastore.pipeline.maintain import maintain_command as maintain
+from metastore.pipeline.maintain.maintain_commit import IcebergClient, Loaded, TableName, expire
+from metastore.pipeline.node_client import NodeClient
 
 from .conftest import Ran
 from .support import Http

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from metastore.pipeline.maintain_policy import (
+from metastore.pipeline.maintain.maintain_policy import (
     DEFAULT_MAX_SNAPSHOT_AGE_MS,
     MAX_REF_AGE,
     MAX_SNAPSHOT_AGE,

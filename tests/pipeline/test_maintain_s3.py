@@ -20,8 +20,8 @@ from pyspark.sql import SparkSession
 
 from harness.node import NodeProcess
 from harness.s3 import KEYS, S3Process
-from metastore.cli import _parser
-from metastore.pipeline import maintain
+from metastore.node.cli import _parser
+from metastore.pipeline.maintain import maintain_command as maintain
 
 from .conftest import Ran
 from .support import Http

@@ -28,10 +28,10 @@ from pyspark.sql import SparkSession
 from harness.cluster import QUIET_LEASES, Cluster, get_reply, view_state
 from harness.node import NodeProcess
 from harness.spark_standalone import SparkStandalone
-from metastore.cli import _parser
 from metastore.cluster.restore import check_checkpoint
-from metastore.persistence.layout import view_marker
-from metastore.pipeline import rebuild
+from metastore.node.cli import _parser
+from metastore.persistence.rocksdb_layout import view_marker
+from metastore.pipeline.rebuild import rebuild_job as rebuild
 from tests.cluster.test_view import ABORTED_VISIBLE, PARTITIONS, Writer, catalog_in, obj, ref
 
 from .support import Http

@@ -18,11 +18,11 @@ import pytest
 
 from harness.cluster import Cluster
 from harness.node import NodeProcess
-from metastore.cluster.config import ClusterConfig
+from metastore.cluster.cluster_config import ClusterConfig
 from metastore.cluster.restore import check_checkpoint
 from metastore.cluster.view import ViewStore
-from metastore.persistence.layout import view_marker
 from metastore.persistence.rocksdb import RocksDBPersistence
+from metastore.persistence.rocksdb_layout import view_marker
 from tests.test_config import assert_refused, serve
 
 from .support import Http

@@ -9,9 +9,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from harness.engine import build_engine
-from metastore.changes import Change
-from metastore.commits import CommitRequest
-from metastore.keys import SYSTEM_CATALOG, Kind
+from metastore.engine.commits import CommitRequest
+from metastore.model.changes import Change
+from metastore.model.keys import SYSTEM_CATALOG, Kind
 from metastore.persistence.rocksdb import RocksDBPersistence
 from metastore.security.signing import TOKEN_KEYS, KeyRing
 

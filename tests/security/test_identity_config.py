@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from metastore.config import ServerConfig
-from metastore.config_rules import ConfigError
+from metastore.config.server_config import ServerConfig
+from metastore.util.setting_rules import ConfigError
 from tests.security.test_oidc_keys import ec_jwk, rsa_jwk
 from tests.test_config import assert_refused, serve
 

@@ -17,21 +17,21 @@ import pytest
 from hypothesis import settings
 
 from harness.engine import build_engine
-from metastore.cache import ObjectCache
-from metastore.changes import CreateEntity
-from metastore.clock import Clock, SystemClock
-from metastore.codec import Codec, default_codec
-from metastore.commits import CommitRequest, EngineLimits, RefAction
-from metastore.committer import Committer
-from metastore.ids import SnowflakeGenerator
-from metastore.index import IndexLimits
-from metastore.keys import CATALOG_RECORD, EntityKey, Kind, ObjKey, RefKey
-from metastore.lanes import CommitLanes
+from metastore.catalog.service import Metastore
+from metastore.engine.commits import CommitRequest, EngineLimits, RefAction
+from metastore.engine.committer import Committer
+from metastore.engine.lanes import CommitLanes
+from metastore.engine.object_cache import ObjectCache
+from metastore.engine.objects import CatalogObjects
+from metastore.model.changes import CreateEntity
+from metastore.model.codec import Codec, default_codec
+from metastore.model.ids import SnowflakeGenerator
+from metastore.model.index import IndexLimits
+from metastore.model.keys import CATALOG_RECORD, EntityKey, Kind, ObjKey, RefKey
+from metastore.model.requirements import Requirement
 from metastore.persistence.base import Persistence, RefUpdate, StoredObject
 from metastore.persistence.memory import MemoryPersistence
-from metastore.requirements import Requirement
-from metastore.service import Metastore
-from metastore.store import CatalogObjects
+from metastore.util.clock import Clock, SystemClock
 
 # Property tests assert properties, never time: Hypothesis's per-example deadline
 # (200 ms by default) is a wall-clock assertion that a loaded 2-core runner can trip.

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from metastore.api.accept import compile_accept
-from metastore.api.validation import parse_json, validator
 from metastore.errors import ValidationFailed
-from metastore.resources import schemas_dir
+from metastore.http.accept import compile_accept
+from metastore.http.validation import parse_json, validator
+from metastore.util.resources import schemas_dir
 
 # every body's schema ("defs" only holds the definitions the others refer to)
 SCHEMAS = sorted(p.stem for p in (schemas_dir() / "api").glob("*.json") if p.stem != "defs")

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from metastore.changes import CreateEntity, DeleteEntity
-from metastore.commits import CommitRequest
+from metastore.catalog.service import Metastore
+from metastore.engine.commits import CommitRequest
 from metastore.errors import Forbidden
-from metastore.keys import SYSTEM_CATALOG, EntityKey, Kind
+from metastore.model.changes import CreateEntity, DeleteEntity
+from metastore.model.keys import SYSTEM_CATALOG, EntityKey, Kind
 from metastore.security.authorizer import Authorizer
 from metastore.security.grants import (
     PRINCIPAL,
@@ -25,7 +26,6 @@ from metastore.security.grants import (
 from metastore.security.principal import Principal
 from metastore.security.privileges import Level, Privilege
 from metastore.security.securables import Path, Securable, leaf
-from metastore.service import Metastore
 
 P = Privilege
 T = "t1"

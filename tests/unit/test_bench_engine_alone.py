@@ -13,7 +13,7 @@ from bench.load import Failures, Latency
 from bench.scenarios import engine_alone
 from bench.scenarios.embedded_writes import HOT_CATALOG, NAMESPACE, ThroughputResult
 from harness.engine import build_engine
-from metastore.keys import Kind
+from metastore.model.keys import Kind
 from metastore.persistence.rocksdb import RocksDBPersistence
 
 

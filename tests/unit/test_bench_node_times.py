@@ -25,7 +25,7 @@ from bench.scenarios.iceberg_workload import (
     node_times,
 )
 from harness.node import NodeProcess
-from metastore.metrics import NodeMetrics
+from metastore.util.metrics import NodeMetrics
 
 
 def test_totals_add_every_label_set_and_only_the_named_histograms() -> None:

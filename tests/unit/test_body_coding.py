@@ -9,8 +9,8 @@ import zlib
 
 import pytest
 
-from metastore.api.body_coding import codings, decode
 from metastore.errors import BadRequest, PayloadTooLarge, UnsupportedCoding
+from metastore.http.body_coding import codings, decode
 
 LIMIT = 1 << 20
 BODY = b'{"namespace": ["x"]}'

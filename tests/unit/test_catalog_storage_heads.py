@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from metastore.catalog_storage import CatalogStorage, NodeStorage
-from metastore.changes import CreateEntity
-from metastore.credentials import CredentialSources
-from metastore.keys import EntityKey
-from metastore.model import Entity
-from metastore.service import Metastore
-from metastore.storage import seeded
+from metastore.catalog.service import Metastore
+from metastore.model.changes import CreateEntity
+from metastore.model.keys import EntityKey
+from metastore.model.records import Entity
+from metastore.storage.catalog_storage import CatalogStorage, NodeStorage
+from metastore.storage.credentials import CredentialSources
+from metastore.storage.settings import seeded
 
 TENANT, CATALOG = "t1", "c1"
 

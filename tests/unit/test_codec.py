@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from metastore.codec import FORMAT, HEADER_LEN, Codec, CorruptRecord, default_codec
 from metastore.errors import MetastoreError
-from metastore.keys import EntityKey, Kind
+from metastore.model.codec import FORMAT, HEADER_LEN, Codec, CorruptRecord, default_codec
+from metastore.model.keys import EntityKey, Kind
 
 INDEX = {
     "types": ["entity", "commit"],

@@ -1,4 +1,4 @@
-"""The collector's pause histogram (``metastore.collector_pauses``): every collection
+"""The collector's pause histogram (``metastore.util.collector_pauses``): every collection
 while installed, by generation, in cumulative buckets; nothing before or after."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from metastore.collector_pauses import NAME, CollectorPauses
-from metastore.metrics import NodeMetrics
+from metastore.util.collector_pauses import NAME, CollectorPauses
+from metastore.util.metrics import NodeMetrics
 
 
 def _series(pauses: CollectorPauses) -> dict[tuple[str, str, str], float]:
@@ -111,7 +111,7 @@ def test_each_pause_lands_in_the_first_bucket_that_holds_it(
 ) -> None:
     # the clock read at each collection's start and stop: pauses of 0.2 ms, 3 ms, 0.5 s
     readings = iter([10.0, 10.0002, 20.0, 20.003, 30.0, 30.5])
-    monkeypatch.setattr("metastore.collector_pauses.perf_counter", lambda: next(readings))
+    monkeypatch.setattr("metastore.util.collector_pauses.perf_counter", lambda: next(readings))
     pauses = CollectorPauses()
     pauses.install()
     gc.disable()

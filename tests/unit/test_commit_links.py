@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from metastore.codec import CorruptRecord, default_codec
-from metastore.model import Commit
+from metastore.model.codec import CorruptRecord, default_codec
+from metastore.model.records import Commit
 
 PARENT = 250452023177121794
 

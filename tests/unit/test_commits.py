@@ -9,9 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.threads import run_interleaved
-from metastore.changes import CreateEntity, DeleteEntity, RenameEntity, UpdateEntity
-from metastore.codec import default_codec
-from metastore.commits import CommitOutcome, CommitRequest, EngineLimits, RefAction
+from metastore.engine.commits import CommitOutcome, CommitRequest, EngineLimits, RefAction
 from metastore.errors import (
     AlreadyExists,
     CommitConflict,
@@ -24,12 +22,14 @@ from metastore.errors import (
     ServiceUnavailable,
     ValidationFailed,
 )
-from metastore.keys import CATALOG_RECORD, EntityKey, Kind, ObjKey, RefKey
-from metastore.model import Commit, Entity
-from metastore.objtypes import ENTITY
+from metastore.model.changes import CreateEntity, DeleteEntity, RenameEntity, UpdateEntity
+from metastore.model.codec import default_codec
+from metastore.model.keys import CATALOG_RECORD, EntityKey, Kind, ObjKey, RefKey
+from metastore.model.objtypes import ENTITY
+from metastore.model.records import Commit, Entity
+from metastore.model.requirements import AssertEmpty, AssertExists, AssertNotExists, AssertVersion
 from metastore.persistence.base import Persistence, Ref
 from metastore.persistence.rocksdb import RocksDBPersistence
-from metastore.requirements import AssertEmpty, AssertExists, AssertNotExists, AssertVersion
 from tests.unit.conftest import (
     MAIN,
     SMALL_INDEX,
@@ -641,8 +641,8 @@ def test_failed_write_is_commit_state_unknown_for_the_successful_requests(
 
 
 def test_extra_objects_are_written_with_the_commit_and_only_then(db: Node) -> None:
-    from metastore.commits import NewObject
-    from metastore.objtypes import METADATA_PIECE
+    from metastore.engine.commits import NewObject
+    from metastore.model.objtypes import METADATA_PIECE
 
     piece = NewObject(METADATA_PIECE.name, 1 << 62 | 7, b"\x01piece")
     key = table_key(DB, "t")
@@ -684,7 +684,7 @@ def test_update_replaces_attachments_and_a_bare_update_is_refused(db: Node) -> N
 
 
 def test_oversized_extra_object_is_refused(db: Node) -> None:
-    from metastore.commits import NewObject
+    from metastore.engine.commits import NewObject
 
     huge = NewObject("metadata-piece", 1 << 62 | 9, b"x" * (2 << 20))
     ref = db.persistence.get_ref(MAIN)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from metastore.consistency import ConsistencyToken, TokenScopes
+from metastore.catalog.consistency import ConsistencyToken, TokenScopes
 from metastore.errors import BadRequest
 
 SECRET = "a-cluster-secret-of-32-characters!"

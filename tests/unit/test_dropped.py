@@ -1,5 +1,5 @@
 """Soft drop and undrop in the commit engine (``DropEntity``, ``UndropEntity``,
-``metastore.dropped``), on the memory backend: what each commit records, the counts,
+``metastore.engine.dropped``), on the memory backend: what each commit records, the counts,
 which instance an undrop picks, and the location a kept entity holds, yields and takes
 back."""
 
@@ -7,18 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from metastore import dropped
-from metastore.changes import (
-    DROPPED_BY,
-    CreateEntity,
-    DeleteEntity,
-    DropEntity,
-    UndropEntity,
-)
-from metastore.commits import CommitOutcome, CommitRequest
+from metastore.engine import dropped
+from metastore.engine.commits import CommitOutcome, CommitRequest
 from metastore.errors import AlreadyExists, BadRequest, NoSuchNamespace, NoSuchTable, NoSuchView
-from metastore.keys import EntityKey
-from metastore.model import Commit, Entity
+from metastore.model.changes import DROPPED_BY, CreateEntity, DeleteEntity, DropEntity, UndropEntity
+from metastore.model.keys import EntityKey
+from metastore.model.records import Commit, Entity
 from tests.unit.conftest import MAIN, Node, create_catalog_ref, create_request, ns_key
 from tests.unit.conftest import table_key as _table_key
 from tests.unit.conftest import view_key as _view_key

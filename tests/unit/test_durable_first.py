@@ -8,9 +8,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from metastore.commits import CommitOutcome, CommitRequest
+from metastore.engine.commits import CommitOutcome, CommitRequest
 from metastore.errors import StorageUnavailable
-from metastore.keys import RefKey
+from metastore.model.keys import RefKey
 from tests.unit.conftest import (
     MAIN,
     FaultyPersistence,

@@ -1,5 +1,5 @@
 """Local metadata files and their folders are durable before a commit names them
-(``metastore.durable_writes``): the file's bytes, its name in its folder and the name of
+(``metastore.util.durable_writes``): the file's bytes, its name in its folder and the name of
 every folder made for it, synced when the node runs with ``--fsync``; nothing synced
 without it. A power loss cannot be staged here, so the syncs themselves are recorded:
 each call still reaches the kernel, and the path it synced is read back from
@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from metastore import durable_writes
-from metastore.api.app import create_app
-from metastore.api.typedefs import ICEBERG
-from metastore.config import ServerConfig
-from metastore.durable_writes import begin_file, create_file, make_folders
+from metastore.config.server_config import ServerConfig
 from metastore.errors import StorageUnavailable
+from metastore.http.typedefs import ICEBERG
 from metastore.iceberg.files import TableFiles
+from metastore.node.app import create_app
+from metastore.util import durable_writes
+from metastore.util.durable_writes import begin_file, create_file, make_folders
 
 
 class Syncs:

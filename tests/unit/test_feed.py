@@ -6,11 +6,10 @@ from typing import Any
 
 import pytest
 
-from metastore.cache import ObjectCache
-from metastore.chains import Chains, stored_links
-from metastore.commits import CommitRequest, RefAction
-from metastore.events import Event
-from metastore.feed import (
+from metastore.engine.chains import Chains, stored_links
+from metastore.engine.commits import CommitRequest, RefAction
+from metastore.engine.events import Event
+from metastore.engine.feed import (
     HEAD,
     CursorExpired,
     FeedPage,
@@ -21,8 +20,9 @@ from metastore.feed import (
     encode_cursor,
     read_page,
 )
-from metastore.objtypes import COMMIT
-from metastore.store import CatalogObjects
+from metastore.engine.object_cache import ObjectCache
+from metastore.engine.objects import CatalogObjects
+from metastore.model.objtypes import COMMIT
 
 from .conftest import MAIN, FaultyPersistence, Node, create_catalog_ref, create_request, ns_key
 

@@ -18,7 +18,7 @@ def test_startup_heap_is_frozen_out_of_full_collections() -> None:
     script = dedent(
         """
         import gc
-        from metastore.api import heap, server  # the node's modules, as serve loads them
+        from metastore.node import heap, server  # the node's modules, as serve loads them
         import pyiceberg.table  # noqa: F401
 
         before = len(gc.get_objects())
@@ -49,7 +49,7 @@ def test_what_a_full_collection_leaves_is_frozen_from_then_on() -> None:
         _run(
             """
             import gc
-            from metastore.api import heap
+            from metastore.node import heap
 
             heap.settle_after_startup()
             heap.freeze_survivors()
@@ -75,7 +75,7 @@ def test_reclaim_frees_a_cycle_frozen_while_it_was_alive() -> None:
         """
         import gc
         import weakref
-        from metastore.api import heap
+        from metastore.node import heap
 
         class Request:  # a request in flight at a freeze, in a cycle with itself
             pass

@@ -21,24 +21,24 @@ from pyiceberg.table.update import AddSchemaUpdate, AssertTableUUID, SetProperti
 from pyiceberg.types import LongType, NestedField, StringType
 from pyiceberg.view.metadata import SQLViewRepresentation, ViewVersion
 
-from metastore.cache import ObjectCache
-from metastore.catalog_storage import CatalogStorage, NodeStorage
-from metastore.changes import CreateEntity, UpdateEntity
-from metastore.clock import ManualClock
-from metastore.codec import default_codec
-from metastore.commits import CommitRequest, EngineLimits
-from metastore.committer import Committer
-from metastore.credentials import CredentialSources
+from metastore.catalog.service import Metastore, catalog_ref
+from metastore.engine.commits import CommitRequest, EngineLimits
+from metastore.engine.committer import Committer
+from metastore.engine.lanes import CommitLanes
+from metastore.engine.object_cache import ObjectCache
 from metastore.errors import CommitConflict
 from metastore.iceberg.files import Warehouse
 from metastore.iceberg.tables import REBASES, TableChange, Tables, table_key
 from metastore.iceberg.view_updates import AddViewVersionUpdate, SetCurrentViewVersionUpdate
 from metastore.iceberg.views import CommitViewRequest, CreateViewRequest, Views
-from metastore.ids import SnowflakeGenerator
-from metastore.keys import EntityKey, Kind, ObjKey
-from metastore.lanes import CommitLanes
+from metastore.model.changes import CreateEntity, UpdateEntity
+from metastore.model.codec import default_codec
+from metastore.model.ids import SnowflakeGenerator
+from metastore.model.keys import EntityKey, Kind, ObjKey
 from metastore.persistence.base import StoredObject
-from metastore.service import Metastore, catalog_ref
+from metastore.storage.catalog_storage import CatalogStorage, NodeStorage
+from metastore.storage.credentials import CredentialSources
+from metastore.util.clock import ManualClock
 from tests.unit.conftest import SMALL_INDEX, FaultyPersistence
 
 TENANT, CATALOG = "t1", "c1"

@@ -9,8 +9,7 @@ from itertools import pairwise
 
 import pytest
 
-from metastore.clock import ManualClock, SystemClock
-from metastore.ids import (
+from metastore.model.ids import (
     EPOCH_US,
     MAX_NODE_ID,
     MAX_SEQUENCE,
@@ -26,6 +25,7 @@ from metastore.ids import (
     system_id,
     timestamp_us,
 )
+from metastore.util.clock import ManualClock, SystemClock
 
 T0_MS = 40_000_000_000  # ~463 days after the epoch, well inside 41 bits
 T0_US = EPOCH_US + T0_MS * 1000

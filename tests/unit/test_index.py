@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from metastore.codec import default_codec
-from metastore.index import (
+from metastore.model.codec import default_codec
+from metastore.model.index import (
     Entry,
     IndexLimits,
     IndexUpdate,
@@ -22,7 +22,7 @@ from metastore.index import (
     encode_entries,
     entries_size,
 )
-from metastore.model import stripe_decode, stripe_encode
+from metastore.model.records import stripe_decode, stripe_encode
 
 BIG_ID = (1 << 52) + 12345  # snowflake-sized: 8-byte varints
 

@@ -20,11 +20,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from metastore.changes import CreateEntity, DeleteEntity
-from metastore.codec import default_codec
-from metastore.commits import CommitRequest, EngineLimits
-from metastore.counts import Counts
-from metastore.index import (
+from metastore.engine.commits import CommitRequest, EngineLimits
+from metastore.engine.counts import Counts
+from metastore.model.changes import CreateEntity, DeleteEntity
+from metastore.model.codec import default_codec
+from metastore.model.index import (
     Entry,
     IndexLimits,
     IndexUpdate,
@@ -33,7 +33,7 @@ from metastore.index import (
     StripeRef,
     encode_entries,
 )
-from metastore.index_codec import (
+from metastore.model.index_codec import (
     INDEX_VERSION,
     EncodedIndex,
     RecentEncodings,
@@ -41,9 +41,9 @@ from metastore.index_codec import (
     encode_index,
     zigzag,
 )
-from metastore.keys import EntityKey
-from metastore.model import Commit, CommitChange, stripe_encode
-from metastore.objtypes import COMMIT
+from metastore.model.keys import EntityKey
+from metastore.model.objtypes import COMMIT
+from metastore.model.records import Commit, CommitChange, stripe_encode
 from metastore.persistence.memory import MemoryPersistence
 from tests.unit.conftest import MAIN, create_catalog_ref, make_node, ns_key, table_key
 

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from metastore.ids import compose
-from metastore.keys import (
+from metastore.model.ids import compose
+from metastore.model.keys import (
     SYSTEM_CATALOG,
     EntityKey,
     Kind,

@@ -8,7 +8,8 @@ import threading
 
 import pytest
 
-from metastore.commits import CommitOutcome, CommitRequest
+from metastore.engine.commits import CommitOutcome, CommitRequest
+from metastore.engine.lanes import CommitLanes
 from metastore.errors import (
     AlreadyExists,
     CommitConflict,
@@ -17,10 +18,9 @@ from metastore.errors import (
     ObjectConflict,
     ServiceUnavailable,
 )
-from metastore.keys import RefKey
-from metastore.lanes import CommitLanes
-from metastore.metrics import NodeMetrics
-from metastore.requirements import AssertNotExists
+from metastore.model.keys import RefKey
+from metastore.model.requirements import AssertNotExists
+from metastore.util.metrics import NodeMetrics
 from tests.unit.conftest import (
     MAIN,
     FaultyPersistence,

@@ -11,15 +11,15 @@ from dataclasses import dataclass
 
 import pytest
 
-from metastore.clock import ManualClock
-from metastore.codec import default_codec
+from metastore.engine.lease_keeper import LeaseKeeper
+from metastore.engine.leases import Lease, NodeLeaser, lease_key
 from metastore.errors import CommitStateUnknown, MetastoreError, ServiceUnavailable
-from metastore.ids import MAX_NODE_ID, LeaseRunOut, SnowflakeGenerator, decompose
-from metastore.keys import ObjKey
-from metastore.lease_keeper import LeaseKeeper
-from metastore.leases import Lease, NodeLeaser, lease_key
+from metastore.model.codec import default_codec
+from metastore.model.ids import MAX_NODE_ID, LeaseRunOut, SnowflakeGenerator, decompose
+from metastore.model.keys import ObjKey
 from metastore.persistence.base import UpdateableObject
 from metastore.persistence.memory import MemoryPersistence
+from metastore.util.clock import ManualClock
 
 LEASE_S = 60.0
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from metastore.local_unlink import LinkOnTheWay, LocalRoot
+from metastore.util.local_unlink import LinkOnTheWay, LocalRoot
 
 
 def _tree(tmp_path: Path) -> tuple[Path, Path]:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from metastore import dropped
-from metastore.changes import (
+from metastore.engine import dropped
+from metastore.engine.commits import CommitRequest
+from metastore.engine.location_index import Records, record_key
+from metastore.errors import BadRequest, NotFound, ValidationFailed
+from metastore.model.changes import (
     CreateEntity,
     DeleteEntity,
     DropEntity,
@@ -14,13 +17,10 @@ from metastore.changes import (
     UndropEntity,
     UpdateEntity,
 )
-from metastore.commits import CommitRequest
-from metastore.errors import BadRequest, NotFound, ValidationFailed
-from metastore.index import IndexView
-from metastore.keys import EntityKey
-from metastore.location_index import Records, record_key
-from metastore.locations import normalize
-from metastore.model import Entity
+from metastore.model.index import IndexView
+from metastore.model.keys import EntityKey
+from metastore.model.locations import normalize
+from metastore.model.records import Entity
 from tests.unit.conftest import (
     MAIN,
     Node,

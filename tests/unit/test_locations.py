@@ -1,4 +1,4 @@
-"""The one normalizer and containment rule for locations (``metastore.locations``)."""
+"""The one normalizer and containment rule for locations (``metastore.model.locations``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from metastore.errors import BadRequest
-from metastore.locations import catalog_root, check_inside, is_inside, linked_below, normalize
-from metastore.pipeline.gc_files import OrphanFile, delete_file, orphan_metadata_files
+from metastore.model.locations import catalog_root, check_inside, is_inside, linked_below, normalize
+from metastore.pipeline.gc.gc_files import OrphanFile, delete_file, orphan_metadata_files
 
 ROOT = "file:///wh/default/c"
 

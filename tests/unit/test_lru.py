@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from metastore.lru import Lru
+from metastore.util.lru import Lru
 
 
 def test_the_least_recently_used_entry_goes_first() -> None:

@@ -17,18 +17,18 @@ from typing import Any
 import pytest
 
 from harness.engine import build_engine
-from metastore.commits import CommitRequest
+from metastore.catalog.service import Metastore
+from metastore.engine.commits import CommitRequest
 from metastore.errors import NoSuchTable
 from metastore.iceberg import listing
-from metastore.keys import SYSTEM_CATALOG, Kind
-from metastore.memory_only import WouldWait, check, memory_only
-from metastore.model import Entity
+from metastore.model.keys import SYSTEM_CATALOG, Kind
+from metastore.model.records import Entity
 from metastore.persistence.rocksdb import RocksDB, RocksDBPersistence
 from metastore.security.authorizer import Authorizer
 from metastore.security.policy import Policies
 from metastore.security.principal import Principal
 from metastore.security.securables import Securable
-from metastore.service import Metastore
+from metastore.util.memory_only import WouldWait, check, memory_only
 from tests.unit.conftest import create_request, ns_key, table_key
 
 KEY = table_key(("db",), "t")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from metastore.clock import ManualClock
 from metastore.iceberg.reports import MetricsReports
+from metastore.util.clock import ManualClock
 
 
 def _report(n: int, kind: str = "scan-report") -> dict[str, Any]:

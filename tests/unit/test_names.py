@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from metastore.errors import BadRequest, InvalidName, MetastoreError
-from metastore.names import (
+from metastore.model.names import (
     MAX_NAME_CHARS,
     MAX_NAMESPACE_DEPTH,
     check_name,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pyarrow import fs
 
-from metastore.pipeline.orphans import Root, list_root, walk_regular_files
+from metastore.pipeline.maintain.orphans import Root, list_root, walk_regular_files
 
 
 def tree(root: Path) -> dict[str, int]:

@@ -13,9 +13,9 @@ from pyiceberg.table.metadata import new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.types import LongType, NestedField
 
-from metastore.codec import default_codec
+from metastore.engine.objects import MissingObject
 from metastore.iceberg import pieces
-from metastore.store import MissingObject
+from metastore.model.codec import default_codec
 
 CODEC = default_codec()
 

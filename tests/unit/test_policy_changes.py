@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from itertools import count
 
-from metastore.changes import CreateEntity, DeleteEntity, UpdateEntity
-from metastore.keys import Kind
-from metastore.model import Entity
-from metastore.requirements import AssertEntityId, AssertVersion
+from metastore.model.changes import CreateEntity, DeleteEntity, UpdateEntity
+from metastore.model.keys import Kind
+from metastore.model.records import Entity
+from metastore.model.requirements import AssertEntityId, AssertVersion
 from metastore.security import policy_changes as changes
 from metastore.security.grants import (
     PRINCIPAL,

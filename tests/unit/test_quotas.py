@@ -9,19 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from metastore.cache import ObjectCache
-from metastore.changes import CreateEntity, DeleteEntity, RenameEntity
-from metastore.clock import SystemClock
-from metastore.codec import default_codec
-from metastore.commits import CommitRequest, EngineLimits
-from metastore.committer import Committer
-from metastore.counts import Counts, count, counted_kind
-from metastore.errors import BadRequest, TooManyRequests
-from metastore.ids import SnowflakeGenerator
-from metastore.keys import EntityKey, Kind
-from metastore.lanes import CommitLanes
-from metastore.persistence.memory import MemoryPersistence
-from metastore.quotas import (
+from metastore.catalog.quotas import (
     ENTITY_RETRY_AFTER_S,
     Quota,
     TenantEntityLimits,
@@ -29,8 +17,20 @@ from metastore.quotas import (
     check_properties,
     names_quota,
 )
-from metastore.service import Metastore
-from metastore.store import CatalogObjects
+from metastore.catalog.service import Metastore
+from metastore.engine.commits import CommitRequest, EngineLimits
+from metastore.engine.committer import Committer
+from metastore.engine.counts import Counts, count, counted_kind
+from metastore.engine.lanes import CommitLanes
+from metastore.engine.object_cache import ObjectCache
+from metastore.engine.objects import CatalogObjects
+from metastore.errors import BadRequest, TooManyRequests
+from metastore.model.changes import CreateEntity, DeleteEntity, RenameEntity
+from metastore.model.codec import default_codec
+from metastore.model.ids import SnowflakeGenerator
+from metastore.model.keys import EntityKey, Kind
+from metastore.persistence.memory import MemoryPersistence
+from metastore.util.clock import SystemClock
 from tests.unit.conftest import SMALL_INDEX, ns_key, table_key, view_key
 
 DB = ("db",)

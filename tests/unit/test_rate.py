@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from metastore.clock import ManualClock
-from metastore.rate import RateLimiter, TokenBucket
+from metastore.catalog.rate import RateLimiter, TokenBucket
+from metastore.util.clock import ManualClock
 
 
 def test_a_bucket_allows_its_capacity_at_once_then_its_rate() -> None:

@@ -1,5 +1,5 @@
 """A path's real path resolved by the kernel answers as ``os.path.realpath`` does
-(``metastore.real_paths``): over a tree of folders, files and symlinks of every kind,
+(``metastore.util.real_paths``): over a tree of folders, files and symlinks of every kind,
 for paths that exist, that do not yet, and that cannot."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from metastore import real_paths
-from metastore.real_paths import real_path
+from metastore.util import real_paths
+from metastore.util.real_paths import real_path
 
 
 @pytest.fixture

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from metastore.cluster.records import RecordCodec, RefRecord, header, partition_for
-from metastore.codec import default_codec
-from metastore.keys import RefKey
+from metastore.cluster.changelog_records import RecordCodec, RefRecord, header, partition_for
+from metastore.model.codec import default_codec
+from metastore.model.keys import RefKey
 from metastore.persistence.base import Ref
 
 KEY = RefKey("acme", "sales", "main")

@@ -15,14 +15,14 @@ from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
 
-from metastore.catalog_storage import NodeStorage
-from metastore.config import ServerConfig
-from metastore.config_rules import ConfigError
+from metastore.config.server_config import ServerConfig
 from metastore.errors import BadRequest, Forbidden
 from metastore.iceberg.s3_requests import Access, Target, parse
 from metastore.iceberg.sigv4 import AwsKeys, sign
-from metastore.remote_signing import Endpoint, RemoteSigning
-from metastore.storage import Storage
+from metastore.storage.catalog_storage import NodeStorage
+from metastore.storage.remote_signing import Endpoint, RemoteSigning
+from metastore.storage.settings import Storage
+from metastore.util.setting_rules import ConfigError
 
 KEYS = AwsKeys("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
 ENDPOINTS = (Endpoint.parse("http://127.0.0.1:9000"),)

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from metastore.retry import RetryPolicy
+from metastore.util.retry import RetryPolicy
 
 
 class FakeTime:

@@ -1,5 +1,5 @@
 """Routes found by the shape of the path answer exactly as aiohttp's own turn does
-(``metastore.api.route_index``): the node's whole route table, every method, and
+(``metastore.http.route_index``): the node's whole route table, every method, and
 paths made to test precedence (a variable given the text of another route's fixed
 segment), near misses (a segment more or less, a trailing slash, an empty or
 %-encoded segment) and the index's own bounds."""
@@ -17,10 +17,10 @@ from aiohttp import web
 from aiohttp.web_urldispatcher import AbstractResource
 from yarl import URL
 
-from metastore.api import route_index
-from metastore.api.app import create_app
-from metastore.api.route_index import GROUPS, ShapeIndex, index_key, shape_of
-from metastore.config import ServerConfig
+from metastore.config.server_config import ServerConfig
+from metastore.http import route_index
+from metastore.http.route_index import GROUPS, ShapeIndex, index_key, shape_of
+from metastore.node.app import create_app
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH")
 VARIABLE = re.compile(r"\{[^{}]*\}")

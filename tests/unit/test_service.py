@@ -7,8 +7,8 @@ from typing import TypeVar
 
 import pytest
 
-from metastore.changes import CreateEntity, DeleteEntity, UpdateEntity
-from metastore.commits import CommitRequest
+from metastore.catalog.service import Metastore, Page
+from metastore.engine.commits import CommitRequest
 from metastore.errors import (
     AlreadyExists,
     CommitConflict,
@@ -21,9 +21,9 @@ from metastore.errors import (
     NoSuchTenant,
     NotEmpty,
 )
-from metastore.keys import SYSTEM_CATALOG, EntityKey, Kind
-from metastore.model import Entity
-from metastore.service import Metastore, Page
+from metastore.model.changes import CreateEntity, DeleteEntity, UpdateEntity
+from metastore.model.keys import SYSTEM_CATALOG, EntityKey, Kind
+from metastore.model.records import Entity
 from tests.unit.conftest import ns_key, table_key, view_key
 
 T = TypeVar("T")

@@ -1,5 +1,5 @@
 """The small files settings name: a regular file within a bound, or refused at once
-(``metastore.small_files``), and every setting that names one refuses the rest with one
+(``metastore.util.small_files``), and every setting that names one refuses the rest with one
 line through a real ``metastore serve``."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from harness.process import free_port
-from metastore.config import ENV_PREFIX
-from metastore.credentials import Credentials, CredentialSources
+from metastore.config.server_config import ENV_PREFIX
 from metastore.errors import StorageUnavailable
-from metastore.small_files import NotSmallFile, read_small_file
+from metastore.storage.credentials import Credentials, CredentialSources
+from metastore.util.small_files import NotSmallFile, read_small_file
 
 
 def test_a_regular_file_up_to_the_bound_is_read_whole(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import sys
 def test_the_app_loads_the_file_io_that_writes_metadata_files() -> None:
     # pyiceberg imports its FileIO on first use: a second or more, paid by the first
     # create that writes a metadata file unless the node loaded it with the app.
-    script = "import sys, metastore.api.app; print('pyiceberg.io.pyarrow' in sys.modules)"
+    script = "import sys, metastore.node.app; print('pyiceberg.io.pyarrow' in sys.modules)"
     out = subprocess.run(
         [sys.executable, "-c", script], check=True, capture_output=True, text=True
     ).stdout

@@ -1,5 +1,5 @@
-"""A catalog's storage (``metastore.storage``) and its credentials by reference
-(``metastore.credentials``): what is accepted, what is refused, what is stored."""
+"""A catalog's storage (``metastore.storage.settings``) and its credentials by reference
+(``metastore.storage.credentials``): what is accepted, what is refused, what is stored."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from metastore.credentials import Credentials, CredentialSources, is_secret_key
 from metastore.errors import BadRequest, StorageUnavailable
-from metastore.storage import Storage, seeded
+from metastore.storage.credentials import Credentials, CredentialSources, is_secret_key
+from metastore.storage.settings import Storage, seeded
 
 SECRET = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
 KEYS = {"s3.access-key-id": "AKIA-EXAMPLE-ID", "s3.secret-access-key": SECRET}

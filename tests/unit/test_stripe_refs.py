@@ -1,7 +1,7 @@
 """A commit's stripe list written from its own bytes: the codec's bytes, and never stale.
 
 The engine writes each commit's ``stripes`` field from bytes it keeps per recent commit
-(``metastore.index.RecentStripeRefs``) instead of through the codec; the stored commit
+(``metastore.model.index.RecentStripeRefs``) instead of through the codec; the stored commit
 must be byte for byte the codec's, and after every spill it must name the new stripes.
 """
 
@@ -12,12 +12,12 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from metastore.codec import default_codec
-from metastore.commits import EngineLimits
-from metastore.index import IndexLimits, StripeRef, encode_entries, encode_stripe_refs
-from metastore.index_codec import encode_index
-from metastore.model import Commit
-from metastore.objtypes import COMMIT
+from metastore.engine.commits import EngineLimits
+from metastore.model.codec import default_codec
+from metastore.model.index import IndexLimits, StripeRef, encode_entries, encode_stripe_refs
+from metastore.model.index_codec import encode_index
+from metastore.model.objtypes import COMMIT
+from metastore.model.records import Commit
 from metastore.persistence.memory import MemoryPersistence
 from tests.unit.conftest import (
     MAIN,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from metastore.engine.objects import CatalogObjects
+from metastore.engine.sweep import SweepPlan
 from metastore.errors import NoSuchCommit
-from metastore.objtypes import COMMIT
+from metastore.model.objtypes import COMMIT
 from metastore.persistence.memory import MemoryPersistence
-from metastore.store import CatalogObjects
-from metastore.sweep import SweepPlan
 from tests.unit.conftest import (
     MAIN,
     Node,

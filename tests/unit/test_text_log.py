@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from metastore.logs import TEXT_FORMAT, TextFormatter
+from metastore.util.logs import TEXT_FORMAT, TextFormatter
 
 
 def _record(created: float) -> logging.LogRecord:

@@ -9,7 +9,7 @@ import select
 import time
 from collections.abc import Callable
 
-from metastore.ticker import Ticker
+from metastore.util.ticker import Ticker
 
 WAIT_S = 30.0
 

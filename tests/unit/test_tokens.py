@@ -7,10 +7,10 @@ import time
 
 import pytest
 
+from metastore.catalog.service import Metastore
 from metastore.security.principal import Principal
 from metastore.security.signing import KEEP_RETIRED_S, SigningKeys
 from metastore.security.tokens import TokenClaims, TokenSigner
-from metastore.service import Metastore
 
 TTL = 600
 

@@ -9,8 +9,8 @@ import pytest
 from moto.iam.access_control import IAMPolicy, PermissionResult
 
 from metastore.errors import BadRequest
-from metastore.sts import session_name
-from metastore.vending import Scope, VendingSettings, session_policy
+from metastore.storage.sts import session_name
+from metastore.storage.vending import Scope, VendingSettings, session_policy
 
 ROLE = "arn:aws:iam::123456789012:role/vending"
 ALLOWED = PermissionResult.PERMITTED

@@ -14,13 +14,13 @@ from collections.abc import Sequence
 
 import pytest
 
-from metastore.cluster.view.model import ViewError
-from metastore.cluster.view.rules import Applied, Drop, apply_records
-from metastore.cluster.view.state import ViewState, decode_state
-from metastore.codec import FORMAT, HEADER_LEN
-from metastore.keys import ObjKey, RefKey
+from metastore.cluster.view.apply_rules import Applied, Drop, apply_records
+from metastore.cluster.view.view_model import ViewError
+from metastore.cluster.view.view_state import ViewState, decode_state
+from metastore.model.codec import FORMAT, HEADER_LEN
+from metastore.model.keys import ObjKey, RefKey
 from metastore.persistence.base import decode_ref
-from metastore.persistence.layout import (
+from metastore.persistence.rocksdb_layout import (
     DATA_PREFIXES,
     DROPPED,
     barrier_key,

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from metastore.cluster.config import ClusterConfig
+from metastore.cluster.cluster_config import ClusterConfig
 from metastore.cluster.view.digest import digest, fingerprint
-from metastore.cluster.view.model import ReadOnlyView, ViewError
-from metastore.cluster.view.store import ViewStore
-from metastore.keys import ObjKey, RefKey
+from metastore.cluster.view.view_model import ReadOnlyView, ViewError
+from metastore.cluster.view.view_store import ViewStore
+from metastore.model.keys import ObjKey, RefKey
 from metastore.persistence.base import RefUpdate, UpdateableObject
-from metastore.persistence.layout import DATA_PREFIXES
 from metastore.persistence.rocksdb import RocksDBPersistence, StoreFormatError
+from metastore.persistence.rocksdb_layout import DATA_PREFIXES
 from tests.unit.view_log import PARTITIONS, TENANT, DictView, Log, Rec
 
 CONFIG = ClusterConfig("localhost:9", prefix="t", partitions=PARTITIONS)

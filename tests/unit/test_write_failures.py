@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from metastore.write_failures import WriteFailures
+from metastore.engine.write_failures import WriteFailures
 
 
 class Clock:
@@ -28,7 +28,7 @@ def failure(n: int) -> OSError:
 def test_a_run_is_logged_once_then_counted_then_ended(caplog: pytest.LogCaptureFixture) -> None:
     clock = Clock()
     failures = WriteFailures(clock, every_s=60.0)
-    caplog.set_level(logging.INFO, "metastore.committer")
+    caplog.set_level(logging.INFO, "metastore.engine.committer")
     assert failures.failing is None
     failures.succeeded()  # nothing to end
     assert caplog.records == []

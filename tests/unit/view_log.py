@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from metastore.cluster.records import (
+from metastore.cluster.changelog_records import (
     Barrier,
     Produced,
     RecordCodec,
@@ -21,11 +21,11 @@ from metastore.cluster.records import (
     UpdateableRecord,
     partition_for,
 )
-from metastore.cluster.view.model import Message
-from metastore.cluster.view.rules import Applied, ApplyContext, apply_records
-from metastore.cluster.view.state import ViewState
-from metastore.codec import default_codec
-from metastore.keys import ObjKey, RefKey
+from metastore.cluster.view.apply_rules import Applied, ApplyContext, apply_records
+from metastore.cluster.view.view_model import Message
+from metastore.cluster.view.view_state import ViewState
+from metastore.model.codec import default_codec
+from metastore.model.keys import ObjKey, RefKey
 from metastore.persistence.base import Ref, StoredObject, UpdateableObject
 
 PARTITIONS = 4

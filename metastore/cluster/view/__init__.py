@@ -6,12 +6,12 @@ the thread that feeds it from Kafka, ``digest`` a fingerprint that shows two
 views of the same log are equal.
 """
 
+from metastore.cluster.view.apply_rules import Applied, ApplyContext, Drop, apply_records
 from metastore.cluster.view.consumer import ConsumerStats, ViewConsumer, open_consumer
 from metastore.cluster.view.digest import digest, fingerprint
-from metastore.cluster.view.model import ApplyResult, Message, ReadOnlyView, ViewError
-from metastore.cluster.view.rules import Applied, ApplyContext, Drop, apply_records
-from metastore.cluster.view.state import Held, PartitionBarrier, ViewState, decode_state
-from metastore.cluster.view.store import ViewStore
+from metastore.cluster.view.view_model import ApplyResult, Message, ReadOnlyView, ViewError
+from metastore.cluster.view.view_state import Held, PartitionBarrier, ViewState, decode_state
+from metastore.cluster.view.view_store import ViewStore
 
 __all__ = [
     "Applied",

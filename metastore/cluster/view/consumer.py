@@ -20,10 +20,10 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
-from metastore.cluster.config import ClusterConfig
-from metastore.cluster.records import ROLES, Barrier, Role
-from metastore.cluster.view.model import ApplyResult, ViewError
-from metastore.cluster.view.store import ViewStore
+from metastore.cluster.changelog_records import ROLES, Barrier, Role
+from metastore.cluster.cluster_config import ClusterConfig
+from metastore.cluster.view.view_model import ApplyResult, ViewError
+from metastore.cluster.view.view_store import ViewStore
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import Protocol
 
-from metastore.persistence.layout import DATA_PREFIXES
 from metastore.persistence.rocksdb import Snapshot
+from metastore.persistence.rocksdb_layout import DATA_PREFIXES
 
 
 class Snapshots(Protocol):

@@ -1,1 +1,0 @@
-"""The HTTP API (aiohttp): the native API under /api/v1 and health."""

@@ -1,0 +1,3 @@
+"""HTTP plumbing both APIs share: bodies, parameters, errors, the caller, the tenant, typed
+app state, API documents.
+"""

@@ -1,0 +1,3 @@
+"""Apache Iceberg over the catalog service: table and view metadata, files, commits and
+rebases (routes: ``routes``).
+"""

@@ -1,0 +1,3 @@
+"""The Iceberg REST Catalog API: the routes, each turning an HTTP request into a call of
+the Iceberg layer.
+"""

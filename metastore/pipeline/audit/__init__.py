@@ -1,0 +1,1 @@
+"""``metastore audit``: referential integrity of a catalog, a tenant or everything."""

@@ -1,0 +1,1 @@
+"""``metastore export``: current state and full history of a scope, as tables."""

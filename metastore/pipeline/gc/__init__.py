@@ -1,0 +1,1 @@
+"""``metastore gc``: two-phase garbage collection of unreachable objects and files."""

@@ -1,0 +1,1 @@
+"""``metastore maintain``: Iceberg table maintenance by the catalog."""

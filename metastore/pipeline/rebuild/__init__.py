@@ -1,0 +1,1 @@
+"""``metastore rebuild``: a node's view built from the changelog on Spark."""

@@ -1,0 +1,3 @@
+"""Small utilities every layer may use: time, retries, logs, metrics, files, settings
+rules.
+"""
