@@ -38,7 +38,8 @@ from metastore.cluster.cluster_config import (
     properties_from_env,
 )
 from metastore.cluster.peer_auth import MIN_SECRET_LENGTH
-from metastore.config.server_config import ENV_PREFIX, ServerConfig
+from metastore.config.environment import ENV_PREFIX
+from metastore.config.server_config import ServerConfig
 from metastore.errors import StorageUnavailable
 from metastore.node.cli import _parser
 from metastore.storage.credentials import CredentialSources, is_secret_key

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from harness.process import free_port
-from metastore.config.server_config import ENV_PREFIX, RANGES, SECRETS, ServerConfig, env_int
+from metastore.config.environment import ENV_PREFIX
+from metastore.config.server_config import RANGES, SECRETS, ServerConfig, env_int
 from metastore.storage.credentials import Credentials
 from metastore.storage.vending import VendingSettings
 from metastore.util.setting_rules import ConfigError

@@ -20,7 +20,8 @@ import pytest
 from rocksdict import Options, Rdict
 
 from harness.process import free_port
-from metastore.config.server_config import ENV_PREFIX, ServerConfig
+from metastore.config.environment import ENV_PREFIX
+from metastore.config.server_config import ServerConfig
 from metastore.node.refusals import refusal
 from metastore.persistence.rocksdb import RocksDBPersistence
 from metastore.persistence.rocksdb_layout import FORMAT_KEY

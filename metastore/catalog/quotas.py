@@ -34,10 +34,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 
 from metastore.catalog.service import tenant_ref
-from metastore.config.server_config import ServerConfig
-from metastore.engine.counts import COUNTED, Counts, count
 from metastore.engine.objects import CatalogObjects
 from metastore.errors import BadRequest, TooManyRequests
+from metastore.model.counts import COUNTED, Counts, count
 from metastore.model.keys import MAIN_REF, SYSTEM_CATALOG, TENANT_RECORD, Kind
 from metastore.persistence.base import Persistence
 
@@ -88,17 +87,6 @@ class Quota:
                 except BadRequest:
                     continue
         return replace(self, **changes)  # type: ignore[arg-type]
-
-
-def quota_defaults(config: ServerConfig) -> Quota:
-    """The node's defaults: the ``METASTORE_QUOTA_*`` settings."""
-    return Quota(
-        config.quota_requests_per_second,
-        config.quota_burst,
-        config.quota_max_namespaces,
-        config.quota_max_tables,
-        config.quota_max_views,
-    )
 
 
 _FIELDS = {

@@ -17,13 +17,6 @@ from dataclasses import dataclass
 from typing import Generic, ParamSpec, Protocol, TypeVar
 
 from metastore.catalog.consistency import WRITTEN, ConsistencyToken
-from metastore.catalog.paging import (
-    PageToken,
-    check_page_size,
-    decode_token,
-    encode_token,
-    fingerprint,
-)
 from metastore.catalog.purging import RunningPurges
 from metastore.engine.commits import CommitOutcome, CommitRequest, Record, RefAction, not_found
 from metastore.engine.dropped import Dropped
@@ -32,6 +25,13 @@ from metastore.engine.lanes import CommitLanes
 from metastore.engine.location_index import Records
 from metastore.engine.object_cache import ObjectCache
 from metastore.engine.objects import CatalogObjects
+from metastore.engine.paging import (
+    PageToken,
+    check_page_size,
+    decode_token,
+    encode_token,
+    fingerprint,
+)
 from metastore.engine.sweep import SweepCounts, SweepPlan, SweepResult, check_candidates
 from metastore.engine.tasks import Tasks
 from metastore.errors import (

@@ -14,8 +14,10 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Protocol
 
 from metastore.cluster.changelog_records import RecordCodec, partition_for
 from metastore.cluster.cluster_config import ClusterConfig
@@ -23,10 +25,51 @@ from metastore.cluster.membership import Membership
 from metastore.cluster.topics import ensure_safe
 from metastore.cluster.view import ViewConsumer, ViewStore
 from metastore.model.codec import Codec
+from metastore.model.keys import ObjKey
+from metastore.persistence.base import RefUpdate, StoredObject, UpdateableObject
 from metastore.util.metrics import OwnerMetrics
-from workers.owner import PartitionOwner
 
 log = logging.getLogger(__name__)
+
+
+class PartitionWriter(Protocol):
+    """The single writer of one partition, as the node runs it: ``workers.owner``'s
+    ``PartitionOwner`` (a layer above this one, handed in by the node's wiring)."""
+
+    @property
+    def ready(self) -> bool: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def submit(
+        self,
+        objects: Sequence[StoredObject],
+        ref: RefUpdate | None,
+        deletes: Sequence[ObjKey] = (),
+        events: Sequence[tuple[bytes, bytes]] = (),
+    ) -> Future[int]: ...
+
+    def submit_updateable(
+        self, key: ObjKey, expected_token: str | None, new: UpdateableObject | None
+    ) -> Future[int]: ...
+
+
+class WriterFactory(Protocol):
+    """Makes the writer of a partition this node was assigned."""
+
+    def __call__(
+        self,
+        config: ClusterConfig,
+        partition: int,
+        records: RecordCodec,
+        view: ViewConsumer,
+        url: str,
+        clock_us: Callable[[], int],
+        may_own: Callable[[], bool],
+        metrics: OwnerMetrics | None,
+    ) -> PartitionWriter: ...
 
 
 class ClusterNode:
@@ -37,16 +80,18 @@ class ClusterNode:
         url: str,
         codec: Codec,
         clock_us: Callable[[], int],
+        writers: WriterFactory,
         metrics: OwnerMetrics | None = None,
     ) -> None:
         self.config = config
+        self._writers = writers
         self._metrics = metrics  # every local owner's transactions
         self.url = url
         self._clock_us = clock_us
         self.store = ViewStore(data_dir / "view", config, codec=codec)
         self.view = ViewConsumer(self.store, config)
         self._records = RecordCodec(codec, node=url)
-        self._owners: dict[int, PartitionOwner] = {}
+        self._owners: dict[int, PartitionWriter] = {}
         self._lock = threading.Lock()
         self.membership = Membership(config, self._assigned, self._revoked)
         self.caught_up = threading.Event()
@@ -96,15 +141,15 @@ class ClusterNode:
 
     def _assigned(self, partitions: list[int]) -> None:
         for p in partitions:
-            owner = PartitionOwner(
+            owner = self._writers(
                 self.config,
                 p,
                 self._records,
                 self.view,
                 self.url,
                 self._clock_us,
-                may_own=functools.partial(self.membership.owns, p),
-                metrics=self._metrics,
+                functools.partial(self.membership.owns, p),
+                self._metrics,
             )
             with self._lock:
                 previous = self._owners.pop(p, None)
@@ -122,7 +167,7 @@ class ClusterNode:
     def partition_of(self, tenant: str, catalog: str) -> int:
         return partition_for(tenant, catalog, self.config.partitions)
 
-    def local_owner(self, partition: int) -> PartitionOwner | None:
+    def local_owner(self, partition: int) -> PartitionWriter | None:
         """The owner of ``partition`` on this node, whether ready or still taking over."""
         with self._lock:
             return self._owners.get(partition)

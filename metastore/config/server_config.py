@@ -8,17 +8,15 @@ Secret settings are kept out of ``describe()`` and out of error messages.
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import cast
 
-from metastore.catalog.paging import MAX_PAGE_SIZE
+from metastore.catalog.quotas import Quota
 from metastore.cluster import tls
 from metastore.cluster.cluster_config import MAX_PARTITIONS, load_properties
 from metastore.cluster.peer_auth import (
@@ -27,15 +25,25 @@ from metastore.cluster.peer_auth import (
     SECRET_FILE_ENV,
     resolve_secret,
 )
+from metastore.config.environment import ENV_PREFIX, parse_variable, refuse_unknown_variables
 from metastore.engine.commits import DEFAULT_MAX_OBJECT_BYTES
+from metastore.engine.paging import MAX_PAGE_SIZE
 from metastore.errors import BadRequest, InvalidName
+from metastore.iceberg.bounded_input import DEFAULT_READ_LIMIT
 from metastore.model.locations import Location, is_inside
 from metastore.model.names import check_system_name
 from metastore.persistence.base import DEFAULT_RECENT_HEADS
 from metastore.security.oidc import OidcSettings
+from metastore.security.principal_settings import parse_admins, parse_clients
 from metastore.storage import io_rules
-from metastore.storage.credentials import ENV_PREFIX as CREDENTIALS_ENV_PREFIX
-from metastore.storage.credentials import NODE_IO_ENV, Credentials, io_key_problem, is_secret_key
+from metastore.storage.catalog_storage import NodeStorage
+from metastore.storage.credentials import (
+    NODE_IO_ENV,
+    Credentials,
+    CredentialSources,
+    io_key_problem,
+    is_secret_key,
+)
 from metastore.storage.remote_signing import RemoteSigning
 from metastore.storage.settings import parse_prefix
 from metastore.storage.vending import VendingSettings
@@ -56,32 +64,15 @@ from metastore.util.setting_rules import (
     check_type,
     check_uri,
     check_url,
-    integer,
     is_loopback,
-    number,
-    parse_admins,
-    parse_clients,
     parse_namespace_separator,
     parse_string_map,
 )
 
-ENV_PREFIX = "METASTORE_"
-# METASTORE_* names a node's environment may hold that are not its settings: the
-# pipeline commands' client credentials (one environment often serves both), the
-# storage credential references a catalog may name at any time, and the test suite's
-# own variables. Any other METASTORE_* name is a misspelled setting and stops the node.
-NOT_SETTINGS = frozenset({"METASTORE_TOKEN", "METASTORE_CREDENTIAL"})
-NOT_SETTING_PREFIXES = (CREDENTIALS_ENV_PREFIX, "METASTORE_TEST_")
-# what Kubernetes puts in every pod's environment for a Service named "metastore"
-SERVICE_LINKS = re.compile(r"^METASTORE_(SERVICE_(HOST|PORT)\w*|PORT_\d+_(TCP|UDP|SCTP)\w*)$")
-SERVICE_LINK_HINT = (
-    "; Kubernetes sets it for a Service named metastore:"
-    " set enableServiceLinks: false in the pod, or name the Service otherwise"
-)
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 DAY_S = 86_400.0
 
-DEFAULT_MAX_METADATA_FILE_BYTES = 64 * MiB  # a metadata file of some 50,000 snapshots
+DEFAULT_MAX_METADATA_FILE_BYTES = DEFAULT_READ_LIMIT  # a metadata file of some 50,000 snapshots
 
 # Settings whose values are never printed (describe(), error messages).
 SECRETS = frozenset({"warehouse_io", "auth_clients"})
@@ -407,6 +398,31 @@ class ServerConfig:
         except BadRequest as exc:
             raise ConfigError("storage_roots", exc.message) from None
 
+    def node_storage(self) -> NodeStorage:
+        """What every catalog's storage is seeded from on this node: its warehouse, its
+        storage roots, the credentials of its process and its vending and signing."""
+        return NodeStorage(
+            self.warehouse_root,
+            self.warehouse_properties,
+            self.seed_credentials,
+            CredentialSources.of_process(self.credentials_dir, self.warehouse_io),
+            self.storage_root_list,
+            self.data_dir.resolve(),
+            self.seed_vending,
+            self.seed_remote_signing,
+        )
+
+    def quota_defaults(self) -> Quota:
+        """A tenant's quotas where it has none of its own: the ``METASTORE_QUOTA_*``
+        settings."""
+        return Quota(
+            self.quota_requests_per_second,
+            self.quota_burst,
+            self.quota_max_namespaces,
+            self.quota_max_tables,
+            self.quota_max_views,
+        )
+
     @property
     def cluster_key(self) -> str:
         """The cluster secret (from the setting or its file), or "" when none is set."""
@@ -501,14 +517,16 @@ class ServerConfig:
         environment variable, the ``--flag``, or the setting itself.
         """
         env = os.environ if env is None else env
-        _refuse_unknown_variables(env, {ENV_PREFIX + f.name.upper() for f in fields(cls)})
+        refuse_unknown_variables(env, {ENV_PREFIX + f.name.upper() for f in fields(cls)})
         values: dict[str, object] = {}
         source: dict[str, str] = {}
         for f in fields(cls):
             variable = ENV_PREFIX + f.name.upper()
             raw = env.get(variable)
             if raw is not None:
-                values[f.name] = _parse(f.name, variable, str(f.type), raw)
+                values[f.name] = parse_variable(
+                    f.name, variable, str(f.type), raw, secret=f.name in SECRETS
+                )
                 source[f.name] = variable
         for name, value in overrides.items():
             if value is not None:
@@ -526,38 +544,6 @@ class ServerConfig:
         return {k: "***" if k in SECRETS and v else v for k, v in values.items()}
 
 
-def _refuse_unknown_variables(env: Mapping[str, str], settings: set[str]) -> None:
-    """A METASTORE_* variable that names no setting stops the node: a misspelled name
-    (``METASTORE_PIN_CPUS``, ``METASTORE_AUHT``) would otherwise leave its setting at the
-    default without a word, and a default can be the unsafe side (auth ``auto``)."""
-    for variable in sorted(env):
-        if (
-            not variable.startswith(ENV_PREFIX)
-            or variable in settings
-            or variable in NOT_SETTINGS
-            or variable.startswith(NOT_SETTING_PREFIXES)
-        ):
-            continue
-        # compared without the shared prefix, which would make every name look close
-        names = sorted(name.removeprefix(ENV_PREFIX) for name in settings)
-        close = difflib.get_close_matches(variable.removeprefix(ENV_PREFIX), names, 1, 0.7)
-        hint = f"; did you mean {ENV_PREFIX}{close[0]}?" if close else ""
-        if SERVICE_LINKS.match(variable):
-            hint = SERVICE_LINK_HINT
-        raise ConfigError(variable, f"is not a setting of this node{hint}")
-
-
-_BOOLS = {"1": True, "true": True, "yes": True, "on": True}
-_BOOLS |= {"0": False, "false": False, "no": False, "off": False}
-
-
-def env_flag(env: Mapping[str, str], variable: str) -> bool:
-    """An on/off variable read outside ``ServerConfig`` (the ``topics`` command's
-    ``METASTORE_PUBLISH_EVENTS``), with the node's words: a typo is refused, not off."""
-    raw = env.get(variable, "off")
-    return bool(_parse(variable.removeprefix(ENV_PREFIX).lower(), variable, "bool", raw))
-
-
 def env_int(env: Mapping[str, str], variable: str, default: int) -> int:
     """A whole-number node setting read outside ``ServerConfig`` (a job that reads the
     node's files with the node's bound), parsed and bounded as the node does."""
@@ -565,27 +551,10 @@ def env_int(env: Mapping[str, str], variable: str, default: int) -> int:
     if raw is None:
         return default
     name = variable.removeprefix(ENV_PREFIX).lower()
-    value = cast(int, _parse(name, variable, "int", raw))
+    value = cast(int, parse_variable(name, variable, "int", raw, secret=name in SECRETS))
     low, high = RANGES[name]
     try:
         check_range(name, value, low, high)
     except ConfigError as exc:
         raise exc.named(variable) from None
-    return value
-
-
-def _parse(name: str, variable: str, type_name: str, raw: str) -> object:
-    """An environment string as the setting's type; no surrounding spaces, no guessing."""
-    value: object = raw
-    try:
-        if type_name == "bool":
-            value = _BOOLS[raw.lower()]
-        elif type_name == "int":
-            value = integer(raw)
-        elif type_name == "float":
-            value = number(raw)
-    except (KeyError, ValueError):
-        shown = "(secret)" if name in SECRETS else repr(raw)
-        hint = SERVICE_LINK_HINT if name == "port" and raw.startswith("tcp://") else ""
-        raise ConfigError(name, f"cannot parse {shown} as {type_name}{hint}", variable) from None
     return value

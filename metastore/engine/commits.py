@@ -18,7 +18,6 @@ from enum import Enum
 from typing import Any, Protocol
 
 from metastore.engine import dropped, location_index
-from metastore.engine.counts import Counts, count, counted_kind
 from metastore.engine.objects import Objects, StagedObjects
 from metastore.errors import (
     AlreadyExists,
@@ -42,6 +41,7 @@ from metastore.model.changes import (
     apply_change,
 )
 from metastore.model.codec import Codec
+from metastore.model.counts import Counts, count, counted_kind
 from metastore.model.ids import SnowflakeGenerator
 from metastore.model.index import IndexLimits, IndexUpdate, IndexView, RecentStripeRefs
 from metastore.model.index_codec import EncodedIndex, RecentEncodings

@@ -23,10 +23,10 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from metastore.catalog.paging import fingerprint
 from metastore.engine.chains import Chains, Links
 from metastore.engine.events import Event, derive
 from metastore.engine.objects import Objects
+from metastore.engine.paging import fingerprint
 from metastore.errors import BadRequest, MetastoreError, NoSuchCommit
 from metastore.model.records import Commit
 

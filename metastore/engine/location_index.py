@@ -31,7 +31,6 @@ from metastore.model.index import IndexValue
 from metastore.model.keys import EntityKey, Kind
 from metastore.model.locations import Location, normalize
 from metastore.model.records import Entity
-from metastore.security.privileges import Privilege
 
 PREFIX = "location:"
 HOLDER = "entity-id"  # record property: the entity id of the table or view holding it
@@ -41,6 +40,9 @@ YIELDED = "yielded-by"
 MAX_YIELDED = 64  # a record names at most this many (the oldest are let go)
 
 MayRead = Callable[[EntityKey], bool]  # whether the caller may read a table's data
+# the privilege ``MayRead`` asks about, named in refusals (the security layer, above
+# this one, grants it: ``security.privileges.Privilege.TABLE_READ_DATA``)
+MAY_READ_PRIVILEGE = "TABLE_READ_DATA"
 
 
 class KeyIndex(Protocol):
@@ -232,7 +234,7 @@ def check_may_take(records: Records, location: Location, may_read: MayRead) -> N
         if not may_read(kept):
             raise Forbidden(
                 f"table location {location} is the location of the dropped table "
-                f"{kept.display()}: taking it needs {Privilege.TABLE_READ_DATA.name} on that table"
+                f"{kept.display()}: taking it needs {MAY_READ_PRIVILEGE} on that table"
             )
 
 

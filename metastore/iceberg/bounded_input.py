@@ -20,13 +20,13 @@ import io
 
 from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile
 
-from metastore.config.server_config import DEFAULT_MAX_METADATA_FILE_BYTES
 from metastore.errors import BadRequest
 from metastore.model.locations import local_file_path
 from metastore.util.small_files import NotSmallFile, TooLarge, read_small_file
 
 SETTING = "METASTORE_MAX_METADATA_FILE_BYTES"
-DEFAULT_READ_LIMIT = DEFAULT_MAX_METADATA_FILE_BYTES
+# a metadata file of some 50,000 snapshots (METASTORE_MAX_METADATA_FILE_BYTES's default)
+DEFAULT_READ_LIMIT = 64 * 1024**2
 
 
 def read_bounded(file_io: FileIO, location: str, limit: int, what: str) -> bytes:

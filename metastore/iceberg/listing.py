@@ -24,9 +24,9 @@ from json.encoder import encode_basestring_ascii
 
 from aiohttp import web
 
-from metastore.catalog.paging import MAX_PAGE_SIZE
 from metastore.catalog.service import Metastore
 from metastore.engine.commits import not_found
+from metastore.engine.paging import MAX_PAGE_SIZE
 from metastore.errors import MetastoreError
 from metastore.model.keys import EntityKey, Kind, kind_prefix
 from metastore.model.records import Entity

@@ -16,41 +16,25 @@ worker thread, never on the event loop; only the commit itself is awaited there.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AsyncExitStack, contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
 from functools import partial
 from typing import Any
 
-from pydantic import ValidationError as PydanticValidationError
-from pyiceberg.exceptions import CommitFailedException
-from pyiceberg.exceptions import ValidationError as IcebergValidationError
-from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
-from pyiceberg.schema import Schema
 from pyiceberg.table.metadata import (
     TableMetadata,
-    TableMetadataUtil,
-    TableMetadataV1,
-    TableMetadataV3,
-    new_table_metadata,
 )
-from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.table.update import (
     AssertCreate,
     AssignUUIDUpdate,
-    TableRequirement,
-    TableUpdate,
 )
 
 from metastore.catalog.expiry import finish_purge
 from metastore.catalog.service import Metastore
 from metastore.engine import dropped
-from metastore.engine.commits import CommitOutcome, CommitRequest, NewObject
-from metastore.engine.location_index import MayRead, Records, check_free, yields_to
-from metastore.engine.objects import MissingObject
+from metastore.engine.commits import CommitOutcome, CommitRequest
+from metastore.engine.location_index import MayRead
 from metastore.errors import (
     BadRequest,
     CommitConflict,
@@ -58,117 +42,43 @@ from metastore.errors import (
     MetastoreError,
     NoSuchTable,
     StorageUnavailable,
-    ValidationFailed,
 )
 from metastore.iceberg import pieces, rebase
-from metastore.iceberg.answer_cache import DEFAULT_BYTES, AnswerCache, AnswerKey
-from metastore.iceberg.column_defaults import with_defaults
+from metastore.iceberg.answer_cache import DEFAULT_BYTES, AnswerKey
 from metastore.iceberg.files import TableFiles, Warehouse
-from metastore.iceberg.lineage import INITIAL_ROW_ID, check_format_version
 from metastore.iceberg.manifest_lists import ManifestLists
-from metastore.iceberg.metadata_json import MetadataFile, SnapshotsJson, metadata_document
+from metastore.iceberg.metadata_json import MetadataFile, metadata_document
 from metastore.iceberg.purge import Purge, PurgeCounters, PurgeReport
 from metastore.iceberg.table_paths import added_paths, check_paths, check_properties
-from metastore.iceberg.table_updates import ModelCache, ModelKey, apply_updates
+from metastore.iceberg.table_reads import TableReads
+from metastore.iceberg.table_state import (
+    REBASES,
+    TEXT,
+    Prepared,
+    TableChange,
+    TableState,
+    empty_metadata,
+    first_line,
+    iceberg_errors,
+    placeholder,
+    still_there,
+)
+from metastore.iceberg.table_updates import apply_updates
 from metastore.iceberg.turns import Turns
 from metastore.model.changes import Change, CreateEntity, DropEntity, UpdateEntity
 from metastore.model.codec import Codec
 from metastore.model.keys import EntityKey, Kind
 from metastore.model.locations import linked_below, normalize
-from metastore.model.objtypes import METADATA_PIECE
 from metastore.model.records import Entity
 from metastore.model.requirements import AssertEntityId, AssertStill, AssertVersion, Requirement
-from metastore.util.memory_only import check as may_wait
-from metastore.util.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
-TEXT = "metadata-text"  # a result's metadata as JSON text (the file's bytes), for responses
-# Set on every new table unless its create names them (as Iceberg's own catalogs do).
-NEW_TABLE_PROPERTIES = {"write.parquet.compression-codec": "zstd"}
-FORMAT_VERSION = "format-version"  # a create's property choosing the table's format version
-DEFAULT_FORMAT_VERSION = "2"
-# A request whose entity another commit moved (a lost AssertVersion) is redone on the
-# fresh state at once: that state is already there to read, so there is nothing to wait
-# for. 20 attempts in all, then the conflict reaches the client as 409.
-REBASES = RetryPolicy(base_s=0.0, max_s=0.0, max_attempts=20, jitter=False)
 
+class Tables(TableReads):
+    """Creates, commits (one table or many, as one commit), drops and purges, over the
+    reads of ``TableReads``."""
 
-@contextmanager
-def iceberg_errors() -> Iterator[None]:
-    """pyiceberg's outcomes as ours: a failed requirement is 409, a bad update 400."""
-    try:
-        yield
-    except CommitFailedException as exc:
-        raise CommitConflict(str(exc)) from None
-    except (PydanticValidationError, IcebergValidationError) as exc:
-        raise ValidationFailed(f"invalid table metadata: {_first_line(exc)}") from None
-    except (ValueError, NotImplementedError, LookupError, TypeError, AttributeError) as exc:
-        raise BadRequest(f"cannot apply update: {_first_line(exc)}") from None
-    except StopIteration:  # pyiceberg's lookups by id, on metadata lacking what they find;
-        # never let it out: raised into a worker thread's future, the request never ends
-        raise BadRequest("cannot apply update: the metadata lacks what it refers to") from None
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:2000]
-
-
-@dataclass(frozen=True, slots=True)
-class TableState:
-    key: EntityKey
-    entity: Entity
-    metadata: dict[str, Any]  # the spec's JSON (shared with the cache: never mutate)
-    metadata_location: str | None
-
-    def model(self) -> TableMetadata:
-        with iceberg_errors():
-            return TableMetadataUtil.parse_obj(self.metadata)
-
-    def result(self, snapshots: str = "all") -> dict[str, Any]:
-        metadata = self.metadata
-        if snapshots == "refs":
-            wanted = {ref["snapshot-id"] for ref in metadata.get("refs", {}).values()}
-            kept = [s for s in metadata.get("snapshots", []) if s["snapshot-id"] in wanted]
-            history = metadata.get("snapshot-log", [])
-            start = len(history)  # its last entries whose snapshots are kept (as Iceberg's)
-            while start and history[start - 1]["snapshot-id"] in wanted:
-                start -= 1
-            metadata = {**metadata, "snapshots": kept, "snapshot-log": history[start:]}
-        return {"metadata-location": self.metadata_location, "metadata": metadata, "config": {}}
-
-
-@dataclass(frozen=True, slots=True)
-class TableChange:
-    key: EntityKey
-    requirements: tuple[TableRequirement, ...]
-    updates: tuple[TableUpdate, ...]
-
-
-@dataclass
-class Prepared:
-    """A request made ready to commit: its metadata files written, its pieces split."""
-
-    io: TableFiles
-    files: list[str] = field(default_factory=list)  # metadata files written (deleted on failure)
-    # waits for the syncs of those files, still running (``CommitRequest.durable_first``)
-    durable: list[Callable[[], None]] = field(default_factory=list)
-    requirements: list[Requirement] = field(default_factory=list)
-    changes: list[Change] = field(default_factory=list)
-    objects: dict[int, NewObject] = field(default_factory=dict)
-    # for the model cache: each new version with its snapshots' JSON
-    models: list[tuple[ModelKey, TableMetadata, SnapshotsJson | None]] = field(default_factory=list)
-    answers: list[tuple[AnswerKey, str]] = field(default_factory=list)  # for loads' cache
-    results: list[dict[str, Any]] = field(default_factory=list)
-
-    def discard(self) -> None:
-        """Delete the metadata files written, garbage when the commit surely failed
-        (blocking; best effort: an orphan is harmless, its name is unique)."""
-        for location in self.files:
-            self.io.delete_quietly(location)
-
-
-class Tables:
     def __init__(
         self,
         metastore: Metastore,
@@ -176,190 +86,10 @@ class Tables:
         warehouse: Warehouse,
         answer_bytes: int = DEFAULT_BYTES,
     ) -> None:
-        self._metastore = metastore
-        self._codec = codec
-        self.warehouse = warehouse
-        self._models = ModelCache()
-        self.answers = AnswerCache(answer_bytes)  # loads' metadata text (``answer_cache``)
+        super().__init__(metastore, codec, warehouse, answer_bytes)
         self.purges = PurgeCounters()
         self._turns = Turns()
         self._manifest_lists = ManifestLists(read_limit=warehouse.read_limit)  # by rebases
-
-    # --- reads -------------------------------------------------------------------------
-
-    def loader(self, tenant: str, catalog: str) -> pieces.Loader:
-        objects = self._metastore.objects(tenant, catalog)
-        codec = self._codec
-
-        def load(obj_id: int) -> Any:
-            value = objects.load(
-                METADATA_PIECE.name, obj_id, lambda d: pieces.decode_piece(codec, d)
-            )
-            if value is None:
-                raise MissingObject(f"metadata piece {obj_id} missing in {catalog!r}")
-            return value
-
-        return load
-
-    def core_of(self, tenant: str, catalog: str, entity: Entity) -> dict[str, Any]:
-        """The table's core piece: its scalar fields (``location``) and its metadata
-        location under ``pieces.METADATA_LOCATION`` (cached: never mutate it)."""
-        if pieces.CORE not in entity.attachments:
-            raise NoSuchTable(f"table {entity.key.display()} has no Iceberg metadata")
-        core: dict[str, Any] = self.loader(tenant, catalog)(entity.attachments[pieces.CORE])
-        return core
-
-    def metadata_json(
-        self, tenant: str, catalog: str, entity: Entity, location: str | None, snapshots: str
-    ) -> str:
-        """The metadata a load of ``entity`` answers, as JSON text (``TableState.result``'s
-        with the ``snapshots`` filter), from the cache when this version was answered
-        or committed here before. ``location``: its metadata location (``core_of``)."""
-        version = entity.entity_id, entity.version
-        key = AnswerKey.of(tenant, catalog, *version, location, entity.properties, snapshots)
-        text = self.answers.get(key)
-        if text is None:
-            may_wait()  # assembling it grows with the table's history
-            metadata = self.state_of(tenant, catalog, entity).result(snapshots)["metadata"]
-            text = json.dumps(metadata, separators=(",", ":"))
-            self.answers.put(key, text)
-        return text
-
-    def state_of(self, tenant: str, catalog: str, entity: Entity) -> TableState:
-        if pieces.CORE not in entity.attachments:
-            raise NoSuchTable(f"table {entity.key.display()} has no Iceberg metadata")
-        metadata, location = pieces.assemble(
-            pieces.TABLE_LAYOUT, entity.attachments, entity.properties, self.loader(tenant, catalog)
-        )
-        return TableState(entity.key, entity, metadata, location)
-
-    def model_of(self, tenant: str, catalog: str, state: TableState) -> TableMetadata:
-        """The parsed metadata of a table version (cached: a version never changes)."""
-        version = (tenant, catalog, state.entity.entity_id, state.entity.version)
-        model = self._models.get(version)
-        if model is None:
-            may_wait()  # parsing it grows with the table's history
-            model = state.model()
-            self._models.put(version, model)
-        return model
-
-    def _base(
-        self, tenant: str, catalog: str, current: TableState | None
-    ) -> tuple[TableMetadata | None, SnapshotsJson | None]:
-        """A commit's base model, and its snapshots' JSON when this node committed it."""
-        if current is None:
-            return None, None
-        entity = current.entity
-        model, snapshots = self._models.entry((tenant, catalog, entity.entity_id, entity.version))
-        if model is None:
-            return self.model_of(tenant, catalog, current), None
-        return model, snapshots
-
-    def load(self, tenant: str, catalog: str, key: EntityKey) -> TableState:
-        entity = self._metastore.get_entity(tenant, catalog, key)
-        return self.state_of(tenant, catalog, entity)
-
-    def _current(self, tenant: str, catalog: str, key: EntityKey) -> TableState | None:
-        try:
-            return self.load(tenant, catalog, key)
-        except NoSuchTable:
-            return None
-
-    def records(self, tenant: str, catalog: str) -> Records:
-        """The locations held by the catalog's tables and views, at HEAD."""
-        return self._metastore.location_records(tenant, catalog)
-
-    def default_location(self, tenant: str, catalog: str, key: EntityKey) -> str:
-        """``<catalog root>/<namespace...>/<name>``, or with a unique suffix when that is
-        held already (say by a table renamed away from this name): locations are unique,
-        and a client that names no location should not have to pick one.
-
-        A dropped table kept for undrop yields its very location to a table of its
-        namespace (``location_index.yields_to``): a name dropped and created again gets
-        the same location, as with catalogs that forget a dropped table, and the newest
-        of them owns it."""
-        location = self.warehouse.default_location(tenant, catalog, key.namespace, key.name)
-        records = self.records(tenant, catalog)
-        wanted = normalize(location)
-        clash = records.overlapping(wanted)
-        kept = records.kept_name(clash) if clash == wanted.key else None
-        if clash is None or (kept is not None and yields_to(kept, key)):
-            return location
-        return f"{location}-{uuid.uuid4().hex}"
-
-    # --- create / register -------------------------------------------------------------
-
-    def new_metadata(
-        self,
-        tenant: str,
-        catalog: str,
-        key: EntityKey,
-        schema: Schema,
-        spec: Any,
-        order: Any,
-        location: str | None,
-        properties: dict[str, str],
-    ) -> TableMetadata:
-        """The metadata of a new table (blocking: touches the filesystem for symlinks).
-
-        New tables write Parquet with zstd unless the request names a codec, as
-        tables created through Iceberg's own catalogs do (clients and their tests
-        expect it); a version 3 table starts handing out row ids at 0.
-        """
-        if location:
-            location = self.warehouse.check_location(location, tenant, catalog, "table location")
-        else:
-            location = self.default_location(tenant, catalog, key)
-        check_properties(properties, location)
-        rebase.check_setting(properties)
-        properties = {**NEW_TABLE_PROPERTIES, **properties}
-        with iceberg_errors():
-            check_format_version(properties.get(FORMAT_VERSION, DEFAULT_FORMAT_VERSION))
-            metadata = new_table_metadata(
-                schema=schema,
-                partition_spec=spec or UNPARTITIONED_PARTITION_SPEC,
-                sort_order=order or UNSORTED_SORT_ORDER,
-                location=location,
-                properties=properties,
-            )
-        if isinstance(metadata, TableMetadataV3) and metadata.next_row_id is None:
-            metadata = metadata.model_copy(update={"next_row_id": INITIAL_ROW_ID})
-        if metadata.format_version > 1:  # version 1 has no column defaults
-            kept = with_defaults(metadata.schemas[0], schema)
-            metadata = metadata.model_copy(update={"schemas": [kept]})
-        return metadata
-
-    def prepare_staged(
-        self, tenant: str, catalog: str, key: EntityKey, metadata: TableMetadata
-    ) -> None:
-        """A staged create's folders (``Warehouse.prepare_folders``; blocking); 400, as
-        its commit would answer, if another table or view holds its location or one
-        around or inside it: nothing is made inside another one's location, and no
-        credentials are vended for it (a staged create answers them before any commit)."""
-        location = normalize(metadata.location, "table location")
-        check_free(self.records(tenant, catalog), location, key)
-        self.warehouse.prepare_folders(tenant, catalog, metadata)
-
-    def read_registered(
-        self, tenant: str, catalog: str, metadata_location: object
-    ) -> tuple[TableMetadata, str]:
-        """The metadata file a register names, and its normalized location (blocking).
-
-        The file must lie inside the catalog's allowed locations and inside its own
-        table's location, and so must every path it lists (manifest lists, metadata
-        log, statistics, location properties): a purge of the new table acts on them.
-        """
-        what = "metadata location"
-        location = self.warehouse.check_location(
-            metadata_location, tenant, catalog, what, file=True
-        )
-        metadata = self.warehouse.files(tenant, catalog).read_table_metadata(location)
-        table_location = self.warehouse.check_location(
-            metadata.location, tenant, catalog, "table location of the metadata file"
-        )
-        check_paths([(what, location), *added_paths(metadata, None, None)], table_location)
-        check_properties(metadata.properties, table_location)
-        return metadata, location
 
     async def create(
         self,
@@ -418,8 +148,8 @@ class Tables:
     ) -> TableState:
         """Commit a create made ready by ``prepare_create`` (in the caller's thread)."""
         still: tuple[Requirement, ...] = ()
-        if not write_file:  # a register: its file is still there (``_still_there``)
-            still = (AssertStill(partial(_still_there, prepared.io, metadata_location)),)
+        if not write_file:  # a register: its file is still there (``still_there``)
+            still = (AssertStill(partial(still_there, prepared.io, metadata_location)),)
         request = CommitRequest(
             (*prepared.requirements, *still),
             (*prepared.changes, *extra),
@@ -434,7 +164,7 @@ class Tables:
             await self._discard_unless_unknown(exc, prepared)
             raise
         result = prepared.results[0]
-        return TableState(key, _placeholder(key), result["metadata"], metadata_location)
+        return TableState(key, placeholder(key), result["metadata"], metadata_location)
 
     def prepare_create(
         self,
@@ -561,7 +291,7 @@ class Tables:
             return
         with iceberg_errors():
             previous = current.metadata_location if current is not None else None
-            empty = _empty_metadata() if base is None else base  # built only for a create
+            empty = empty_metadata() if base is None else base  # built only for a create
             new = apply_updates(base, change.updates, previous, empty)
         previous = current.metadata_location if current is not None else None
         if not new.location:
@@ -619,7 +349,7 @@ class Tables:
             except rebase.Refused as why:
                 raise CommitConflict(f"{conflict.message}; not rebased: {why.message}") from None
             except OSError as exc:  # reading the lists or writing the rebased one
-                raise StorageUnavailable(f"cannot rebase the append: {_first_line(exc)}") from None
+                raise StorageUnavailable(f"cannot rebase the append: {first_line(exc)}") from None
             return TableChange(change.key, requirements, updates)
 
     def _stage(
@@ -777,31 +507,3 @@ class Tables:
             report.kept,
             report.failed,
         )
-
-
-def _still_there(files: TableFiles, location: str) -> None:
-    """400 when a register's metadata file is gone by the time its commit is built. A
-    purge deletes that file last, while its purging record holds the location
-    (``metastore.engine.dropped``): a register that read the file before and commits after the
-    purge would name a table whose files are gone."""
-    if not files.exists(location):
-        raise BadRequest(
-            f"metadata file {location} is gone (its table was purged meanwhile);"
-            " nothing was registered"
-        )
-
-
-def _empty_metadata() -> TableMetadata:
-    """The base a create's updates apply to: version 1 with no columns, so the
-    create's own ``upgrade-format-version`` and ``add-schema`` updates make the table
-    (the same base every Iceberg catalog builds a new table from)."""
-    return TableMetadataV1.model_construct(last_column_id=-1, schema=Schema())
-
-
-def _placeholder(key: EntityKey) -> Entity:
-    """Create results carry their metadata; the entity is read back by later loads."""
-    return Entity(0, Kind.TABLE, key.path, {}, None, 0, 0, 0)
-
-
-def table_key(namespace: tuple[str, ...], name: str) -> EntityKey:
-    return EntityKey(Kind.TABLE, namespace, name)

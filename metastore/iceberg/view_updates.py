@@ -34,7 +34,7 @@ from pyiceberg.typedef import IcebergBaseModel
 from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 
 from metastore.errors import BadRequest
-from metastore.iceberg.tables import iceberg_errors
+from metastore.iceberg.table_state import iceberg_errors
 
 Json = dict[str, Any]
 

@@ -29,7 +29,8 @@ from metastore.errors import CommitConflict, CommitStateUnknown, MetastoreError,
 from metastore.iceberg import pieces
 from metastore.iceberg.files import TableFiles, Warehouse
 from metastore.iceberg.table_paths import check_properties
-from metastore.iceberg.tables import REBASES, Tables, iceberg_errors
+from metastore.iceberg.table_state import REBASES, iceberg_errors
+from metastore.iceberg.tables import Tables
 from metastore.iceberg.view_updates import Json, ViewUpdate, apply_view_updates
 from metastore.model.changes import Change, CreateEntity, UpdateEntity
 from metastore.model.codec import Codec

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from metastore.engine.counts import Counts
 from metastore.model.codec import Codec
+from metastore.model.counts import Counts
 from metastore.model.index import Entry, StripeRef, decode_entries
 from metastore.model.index_codec import INDEX_VERSION, encode_index
 from metastore.model.keys import EntityKey, Kind
@@ -37,7 +37,7 @@ class Commit:
     # stored)
     index_size: int
     # the catalog's live namespaces, tables and views after this commit (None: written
-    # before counts were kept; ``metastore.engine.counts``)
+    # before counts were kept; ``metastore.model.counts``)
     counts: Counts | None = None
 
     def encode(

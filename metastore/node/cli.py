@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from metastore import __version__
-from metastore.config.server_config import ServerConfig, env_flag
+from metastore.config.environment import env_flag
+from metastore.config.server_config import ServerConfig
 from metastore.util import logs
 from metastore.util.setting_rules import check_range, decimal, integer
 

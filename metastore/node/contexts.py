@@ -28,7 +28,7 @@ import aiohttp
 from aiohttp import web
 
 from metastore.catalog.consistency import ConsistencyToken
-from metastore.catalog.quotas import TenantEntityLimits, TenantQuotas, quota_defaults
+from metastore.catalog.quotas import TenantEntityLimits, TenantQuotas
 from metastore.catalog.service import Metastore
 from metastore.cluster.cluster_config import ClusterConfig
 from metastore.cluster.cluster_node import ClusterNode
@@ -72,8 +72,9 @@ from metastore.node.bootstrap import bootstrapping
 from metastore.node.stats import engine_stats
 from metastore.persistence.rocksdb import RocksDBPersistence
 from metastore.security.authorizer import Authorizer
-from metastore.storage.catalog_storage import CatalogStorage, NodeStorage
+from metastore.storage.catalog_storage import CatalogStorage
 from metastore.util.clock import SystemClock
+from workers.owner import PartitionOwner
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,7 @@ async def cluster_ctx(app: web.Application) -> AsyncIterator[None]:
         config.url,
         default_codec(),
         SystemClock().now_us,
+        PartitionOwner,
         app[METRICS].owner,
     )
     try:
@@ -230,7 +232,7 @@ async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
     if node is not None:  # objects a sweep deleted, as this node's view applies them
         node.store.on_deleted = cache.discard
     objects = partial(CatalogObjects, persistence, codec, cache)
-    quotas = TenantQuotas(persistence, objects, quota_defaults(config))
+    quotas = TenantQuotas(persistence, objects, config.quota_defaults())
     limits = EngineLimits(
         index=IndexLimits(config.index_embedded_bytes, config.index_stripe_bytes),
         max_object_bytes=config.max_object_bytes,
@@ -260,7 +262,7 @@ async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
     app[WRITE_FAILURES] = committer.write_failures
     app[QUOTAS] = quotas
     metastore.tenant_changed.append(quotas.forget)
-    app[STORAGE] = CatalogStorage(metastore, NodeStorage.of(config))
+    app[STORAGE] = CatalogStorage(metastore, config.node_storage())
     app[STATS] = lambda: engine_stats(app, lanes, committer, cache)
     try:
         yield

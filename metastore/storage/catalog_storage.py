@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from metastore.catalog.service import Metastore
-from metastore.config.server_config import ServerConfig
 from metastore.engine.commits import CommitOutcome, CommitRequest, Record
 from metastore.errors import (
     AlreadyExists,
@@ -75,19 +74,6 @@ class NodeStorage:
     data_dir: Path | None = None
     vending: VendingSettings | None = None
     remote_signing: RemoteSigning = ON_REQUEST
-
-    @classmethod
-    def of(cls, config: ServerConfig) -> NodeStorage:
-        return cls(
-            config.warehouse_root,
-            config.warehouse_properties,
-            config.seed_credentials,
-            CredentialSources.of_process(config.credentials_dir, config.warehouse_io),
-            config.storage_root_list,
-            config.data_dir.resolve(),
-            config.seed_vending,
-            config.seed_remote_signing,
-        )
 
 
 class CatalogStorage:

@@ -13,12 +13,10 @@ import ipaddress
 import json
 import math
 import re
-from collections.abc import Collection
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from metastore.errors import bounded
-from metastore.security.principal import DEFAULT_TENANT, RESERVED_NAMES, Principal
 
 MIN_SECRET_CHARS = 8
 MAX_SECRET_CHARS = 1024
@@ -256,42 +254,6 @@ def parse_string_map(setting: str, text: str) -> dict[str, str]:
     return value
 
 
-def parse_clients(setting: str, text: str) -> dict[str, str]:
-    """``id:secret[,id:secret...]`` -> {id: secret}; never quotes a secret in a message.
-
-    An id is 1-128 of ``A-Za-z0-9_.-`` starting with a letter or digit, not
-    ``anonymous`` or ``system`` (it names a service principal of the default tenant
-    and appears in the commit history); a secret is 8-1024
-    characters, none of them control characters, without surrounding whitespace
-    (a pasted newline is a mistake, not part of a secret). An id given twice is
-    refused: which secret would count is not for the node to guess.
-    """
-    clients: dict[str, str] = {}
-    if not text:
-        return clients
-    for position, entry in enumerate(text.split(","), start=1):
-        client, sep, secret = entry.partition(":")
-        where = f"entry {position}"
-        if not sep:
-            raise ConfigError(setting, f"{where} is not id:secret")
-        if not CLIENT_ID.fullmatch(client):
-            raise ConfigError(
-                setting,
-                f"{where}: the client id must be 1-128 of A-Z a-z 0-9 _ . - starting with"
-                " a letter or digit",
-            )
-        where = f"client {client!r}"
-        if client in clients:
-            raise ConfigError(setting, f"{where} is listed twice")
-        if client in RESERVED_NAMES:
-            raise ConfigError(setting, f"{where}: the id is reserved")
-        try:
-            clients[client] = check_secret(secret)
-        except ValueError as exc:
-            raise ConfigError(setting, f"{where}: {exc}") from None
-    return clients
-
-
 def check_secret(secret: str) -> str:
     """A client secret: 8-1024 characters, no control characters, no surrounding
     whitespace (a pasted newline is a mistake, not part of a secret). The message
@@ -301,55 +263,6 @@ def check_secret(secret: str) -> str:
     if secret != secret.strip() or any(ord(c) < 32 or ord(c) == 127 for c in secret):
         raise ValueError("the secret must not have control characters or surrounding spaces")
     return secret
-
-
-ADMIN_KINDS = ("service", "user")  # what an entry of the service-admin list may name
-
-
-def parse_admins(
-    setting: str, text: str, provider_tenant: str | None, clients: Collection[str]
-) -> frozenset[tuple[str, str]]:
-    """``entry[,entry...]`` -> {(kind, principal id)}: each entry ``id``,
-    ``service:id`` or ``user:id``, an id ``name`` (the default tenant) or
-    ``name@tenant``.
-
-    A service principal and a user of the identity provider may share a name, and
-    the service principal's record may come and go (a routine delete), so an entry
-    names one kind: a bare id names a service principal, unless it lies in the
-    provider's tenant (``provider_tenant``), where it could name either and is
-    refused unless it is a bootstrap client (``clients``, service principals). Were
-    the kind guessed from which record exists, deleting service principal ``ops``
-    would make any provider user who signs in as ``ops`` a service admin."""
-    admins: set[tuple[str, str]] = set()
-    if not text:
-        return frozenset()
-    for position, entry in enumerate(text.split(","), start=1):
-        kind, colon, principal = entry.rpartition(":")
-        if colon and kind not in ADMIN_KINDS:
-            raise ConfigError(setting, f"entry {position}: the kind must be service or user")
-        name, at, tenant = principal.partition("@")
-        if not CLIENT_ID.fullmatch(name) or (at and not CLIENT_ID.fullmatch(tenant)):
-            raise ConfigError(
-                setting,
-                f"entry {position} is not a principal id: name or name@tenant, each 1-128 of"
-                " A-Z a-z 0-9 _ . - starting with a letter or digit, with an optional"
-                " service: or user: before it",
-            )
-        if name in RESERVED_NAMES:
-            raise ConfigError(setting, f"entry {position}: {name!r} is reserved")
-        tenant = tenant if at else DEFAULT_TENANT
-        ident = Principal(tenant, name, "service").id  # name@default is name
-        if not colon:
-            if tenant == provider_tenant and ident not in clients:
-                raise ConfigError(
-                    setting,
-                    f"entry {position} ({principal}) is in the identity provider's tenant"
-                    f" {tenant}, where it may be a service principal or a provider user:"
-                    f" write service:{principal} or user:{principal}",
-                )
-            kind = "service"
-        admins.add((kind, ident))
-    return frozenset(admins)
 
 
 def check_claim(setting: str, claim: str) -> None:

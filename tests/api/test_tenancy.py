@@ -21,7 +21,7 @@ import aiohttp
 import pytest
 
 from harness.node import NodeProcess
-from metastore.catalog.paging import PageToken, encode_token, fingerprint
+from metastore.engine.paging import PageToken, encode_token, fingerprint
 from metastore.model.keys import Kind, kind_prefix
 
 from .access_support import ROOT, Admin, Caller, login, secured_env, tenant_path

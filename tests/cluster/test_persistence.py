@@ -59,7 +59,12 @@ def test_a_lease_call_routed_to_a_node_that_is_gone_waits_for_an_owner(
     _barrier_naming_a_gone_node(config, tmp_path)
     clock = SystemClock()
     node = ClusterNode(
-        config, tmp_path / "node", "http://127.0.0.1:9", default_codec(), clock.now_us
+        config,
+        tmp_path / "node",
+        "http://127.0.0.1:9",
+        default_codec(),
+        clock.now_us,
+        PartitionOwner,
     )
     try:
         node.view.start()  # the view only: this node owns nothing

@@ -1,10 +1,10 @@
 """The shape of ``metastore/`` and ``workers/``, checked from their source.
 
-Two rules keep the layers easy to change: the import graph has no cycle (a module
-can be understood, and tested, with only what it imports), and no module reaches
-into another's private names (``_name`` is a promise that only its own module
-uses it). Both are read from the syntax tree, so they hold for code paths no
-test runs.
+Three rules keep the layers easy to change: every import runs down the layer order
+(``LAYERS``: a package can be understood, and tested, with only the layers below
+it), the import graph has no cycle, and no module reaches into another's private
+names (``_name`` is a promise that only its own module uses it). All are read from
+the syntax tree, so they hold for code paths no test runs.
 """
 
 from __future__ import annotations
@@ -15,6 +15,27 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("metastore", "workers")
+
+# Lowest first. A module belongs to the layer of the longest package named here that
+# holds it, and imports only from its own layer and those below.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("foundation", ("metastore", "metastore.errors")),
+    ("utilities", ("metastore.util",)),
+    ("data model", ("metastore.model",)),
+    ("persistence", ("metastore.persistence",)),
+    ("commit engine", ("metastore.engine",)),
+    ("catalog service and storage", ("metastore.catalog", "metastore.storage")),
+    ("security and cluster", ("metastore.security", "metastore.cluster")),
+    ("partition owners", ("workers",)),
+    ("Iceberg tables and views", ("metastore.iceberg",)),
+    ("configuration", ("metastore.config",)),
+    ("HTTP plumbing", ("metastore.http",)),
+    (
+        "APIs and pipeline",
+        ("metastore.native", "metastore.iceberg.routes", "metastore.console", "metastore.pipeline"),
+    ),
+    ("node and command line", ("metastore.node", "metastore.__main__")),
+)
 
 
 def _modules() -> dict[str, Path]:
@@ -103,6 +124,35 @@ def _parent_package(name: str) -> str:
     return name.rsplit(".", 1)[0] if "." in name else name
 
 
+def layer_of(module: str) -> int:
+    """The index in ``LAYERS`` of the longest package (or module) named there that
+    holds ``module``."""
+    best, best_len = -1, -1
+    for rank, (_, packages) in enumerate(LAYERS):
+        for package in packages:
+            if (module == package or module.startswith(package + ".")) and len(package) > best_len:
+                best, best_len = rank, len(package)
+    if best < 0:
+        raise AssertionError(f"{module} is in no layer of LAYERS")
+    return best
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for name, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            if layer_of(target) > layer_of(name):
+                found.append(
+                    f"{name} ({LAYERS[layer_of(name)][0]}) imports {target}"
+                    f" ({LAYERS[layer_of(target)][0]})"
+                )
+    return found
+
+
+def test_every_import_runs_down_the_layers() -> None:
+    assert upward_imports(_graph()) == []
+
+
 def test_the_import_graph_has_no_cycle() -> None:
     # A package's __init__ re-exporting its own modules is not a cycle of concepts.
     graph = {
@@ -157,3 +207,27 @@ def test_the_rules_see_the_code() -> None:
     assert len(graph) > 100
     assert "metastore.persistence.base" in graph["metastore.persistence.rocksdb"]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]
+    assert layer_of("metastore.iceberg.routes.table_routes") > layer_of("metastore.iceberg.tables")
+    assert upward_imports({"metastore.model.keys": {"metastore.engine.commits"}}) == [
+        "metastore.model.keys (data model) imports metastore.engine.commits (commit engine)"
+    ]
+
+
+def test_no_two_modules_share_a_name() -> None:
+    """A name says what a module holds, once: ``store`` beside ``storage``, or two
+    ``config`` modules, make a reader guess which is meant."""
+    seen: dict[str, list[str]] = {}
+    for name in _modules():
+        base = name.rsplit(".", 1)[-1]
+        if not (ROOT / name.replace(".", "/")).is_dir():  # a package's own name is its folder
+            seen.setdefault(base, []).append(name)
+    assert {base: names for base, names in seen.items() if len(names) > 1} == {}
+
+
+def test_no_module_is_over_600_lines() -> None:
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in _modules().values()
+        if (n := len(path.read_text().splitlines())) > 600
+    }
+    assert long == {}

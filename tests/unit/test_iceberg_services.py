@@ -28,7 +28,8 @@ from metastore.engine.lanes import CommitLanes
 from metastore.engine.object_cache import ObjectCache
 from metastore.errors import CommitConflict
 from metastore.iceberg.files import Warehouse
-from metastore.iceberg.tables import REBASES, TableChange, Tables, table_key
+from metastore.iceberg.table_state import REBASES, TableChange, table_key
+from metastore.iceberg.tables import Tables
 from metastore.iceberg.view_updates import AddViewVersionUpdate, SetCurrentViewVersionUpdate
 from metastore.iceberg.views import CommitViewRequest, CreateViewRequest, Views
 from metastore.model.changes import CreateEntity, UpdateEntity

@@ -21,9 +21,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from metastore.engine.commits import CommitRequest, EngineLimits
-from metastore.engine.counts import Counts
 from metastore.model.changes import CreateEntity, DeleteEntity
 from metastore.model.codec import default_codec
+from metastore.model.counts import Counts
 from metastore.model.index import (
     Entry,
     IndexLimits,

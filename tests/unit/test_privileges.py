@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from metastore.engine.location_index import MAY_READ_PRIVILEGE
 from metastore.security.privileges import IMPLIES, Level, Privilege, expand, implied
 
 P = Privilege
@@ -68,3 +69,8 @@ def test_names_round_trip() -> None:
         assert Privilege.named(privilege.name) is privilege
     with pytest.raises(KeyError):
         Privilege.named("TABLE_EAT")
+
+
+def test_the_location_index_names_the_privilege_its_check_asks_about() -> None:
+    """The engine names it without importing the security layer above it."""
+    assert Privilege[MAY_READ_PRIVILEGE] is Privilege.TABLE_READ_DATA

@@ -20,13 +20,13 @@ from metastore.catalog.quotas import (
 from metastore.catalog.service import Metastore
 from metastore.engine.commits import CommitRequest, EngineLimits
 from metastore.engine.committer import Committer
-from metastore.engine.counts import Counts, count, counted_kind
 from metastore.engine.lanes import CommitLanes
 from metastore.engine.object_cache import ObjectCache
 from metastore.engine.objects import CatalogObjects
 from metastore.errors import BadRequest, TooManyRequests
 from metastore.model.changes import CreateEntity, DeleteEntity, RenameEntity
 from metastore.model.codec import default_codec
+from metastore.model.counts import Counts, count, counted_kind
 from metastore.model.ids import SnowflakeGenerator
 from metastore.model.keys import EntityKey, Kind
 from metastore.persistence.memory import MemoryPersistence

@@ -19,7 +19,6 @@ from metastore.config.server_config import ServerConfig
 from metastore.errors import BadRequest, Forbidden
 from metastore.iceberg.s3_requests import Access, Target, parse
 from metastore.iceberg.sigv4 import AwsKeys, sign
-from metastore.storage.catalog_storage import NodeStorage
 from metastore.storage.remote_signing import Endpoint, RemoteSigning
 from metastore.storage.settings import Storage
 from metastore.util.setting_rules import ConfigError
@@ -358,7 +357,7 @@ SEED = '{"enabled": true, "endpoints": ["http://localhost:9000"]}'
 def test_the_seeded_storage_takes_the_nodes_setting(tmp_path: Path) -> None:
     env = {"METASTORE_WAREHOUSE": "s3://warehouse", "METASTORE_WAREHOUSE_REMOTE_SIGNING": SEED}
     config = ServerConfig.load({"data_dir": tmp_path}, env=env)
-    seeded = NodeStorage.of(config)
+    seeded = config.node_storage()
     assert seeded.remote_signing == RemoteSigning(True, ("http://localhost:9000",))
     assert ServerConfig.load({"data_dir": tmp_path}, env={}).seed_remote_signing.default
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.process import free_port
-from metastore.config.server_config import ENV_PREFIX
+from metastore.config.environment import ENV_PREFIX
 from metastore.errors import StorageUnavailable
 from metastore.storage.credentials import Credentials, CredentialSources
 from metastore.util.small_files import NotSmallFile, read_small_file

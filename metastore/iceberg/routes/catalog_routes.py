@@ -14,7 +14,7 @@ from metastore.http.validation import read_json
 from metastore.iceberg import listing
 from metastore.iceberg.prefixes import encode_prefix
 from metastore.iceberg.routes.context import PREFIX, Call, idempotent, json_response, warehouse_of
-from metastore.iceberg.tables import REBASES
+from metastore.iceberg.table_state import REBASES
 from metastore.model.changes import CreateEntity, DeleteEntity, UpdateEntity
 from metastore.model.keys import EntityKey, Kind
 from metastore.model.names import check_namespace

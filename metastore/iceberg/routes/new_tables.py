@@ -26,7 +26,7 @@ from metastore.iceberg.routes.context import Call
 from metastore.iceberg.routes.credential_routes import delegation, vend
 from metastore.iceberg.routes.kept_locations import MayRead, check_may_take
 from metastore.iceberg.routes.table_config import SigningAsk, signing_entries
-from metastore.iceberg.tables import Prepared
+from metastore.iceberg.table_state import Prepared
 from metastore.model.keys import EntityKey
 
 

@@ -41,7 +41,7 @@ from metastore.iceberg.routes.etags import (
 from metastore.iceberg.routes.kept_locations import check_may_take, reader
 from metastore.iceberg.routes.new_tables import CreateTableBody, prepare_new_table
 from metastore.iceberg.routes.table_config import SigningAsk, add_signing
-from metastore.iceberg.tables import TEXT, TableChange, table_key
+from metastore.iceberg.table_state import TEXT, TableChange, table_key
 from metastore.model.changes import RenameEntity
 from metastore.model.keys import Kind
 from metastore.model.names import check_name
