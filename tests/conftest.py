@@ -11,19 +11,25 @@ Each test gets its own topic prefix, so tests never see each other's records.
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.broker import BrokerProcess
+from harness.engine import build_engine
 from harness.loop_guard import GUARD_ENV, unread, watch
 from harness.s3 import S3Process
+from metastore.catalog.service import Metastore
+from metastore.engine.commits import EngineLimits
+from metastore.engine.lanes import CommitLanes
+from tests.builders import SMALL_INDEX, FaultyPersistence, Node, make_node
 
 # Cluster nodes started by the tests (children inherit the environment) detect a departed
 # owner after 3 s instead of the 6 s default, and the test broker rebalances in half a
@@ -130,3 +136,43 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return group_of(nodeid)
 
     return Groups(config, log)
+
+
+# --- the real engine on the real memory backend (``tests.builders``) ---
+
+
+@pytest.fixture
+def persistence() -> Iterator[FaultyPersistence]:
+    backend = FaultyPersistence()
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def node(persistence: FaultyPersistence) -> Node:
+    return make_node(persistence)
+
+
+@pytest.fixture
+def executor() -> Iterator[concurrent.futures.ThreadPoolExecutor]:
+    pool = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="commit")
+    yield pool
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.fixture
+async def lanes(
+    node: Node, executor: concurrent.futures.ThreadPoolExecutor
+) -> AsyncIterator[CommitLanes]:
+    commit_lanes = CommitLanes(node.committer, executor)
+    yield commit_lanes
+    await commit_lanes.close()
+
+
+@pytest.fixture
+async def service(
+    persistence: FaultyPersistence, executor: concurrent.futures.ThreadPoolExecutor
+) -> AsyncIterator[Metastore]:
+    svc, commit_lanes = build_engine(persistence, executor, limits=EngineLimits(index=SMALL_INDEX))
+    yield svc
+    await commit_lanes.close()

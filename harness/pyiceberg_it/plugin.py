@@ -28,10 +28,13 @@ of their tests or assertions; it
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import inspect
 import json
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,6 +46,22 @@ import requests
 
 from harness.node import NodeProcess
 from harness.s3 import KEYS, REGION, S3Process
+
+
+def _their_tests_package(root: Path) -> None:
+    """``tests`` is theirs in their session. Their modules import ``tests.conftest``
+    from their ``tests/``, a namespace package; this checkout's own ``tests`` is a
+    regular package and on the path too (the editable install puts the checkout
+    there for ``metastore`` and ``harness``), and a regular package wins over a
+    namespace one wherever it lies on the path. Bound first, theirs is the one found."""
+    if not (root / "tests" / "conftest.py").is_file() or "tests" in sys.modules:
+        return
+    spec = importlib.machinery.ModuleSpec("tests", None, is_package=True)
+    spec.submodule_search_locations = [str(root / "tests")]
+    sys.modules["tests"] = importlib.util.module_from_spec(spec)
+
+
+_their_tests_package(Path.cwd())  # their session runs in their source tree (``__main__``)
 
 THEIR_CATALOG = "http://localhost:8181"
 THEIR_S3 = "http://localhost:9000"

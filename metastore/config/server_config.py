@@ -141,7 +141,7 @@ class ServerConfig:
     index_stripe_bytes: int = 64 * 1024  # split a spilled index stripe past this
     recent_heads: int = DEFAULT_RECENT_HEADS
     lease_seconds: float = 60.0  # snowflake node-id lease
-    # a full collection of everything, frozen objects included, this often (api/heap.py)
+    # a full collection of everything, frozen objects included, this often (node/heap.py)
     gc_reclaim_s: float = 600.0
     default_tenant: str = "default"
     default_catalog: str = "default"
@@ -215,7 +215,7 @@ class ServerConfig:
     quota_max_namespaces: int = 0  # live namespaces of a tenant, all its catalogs together
     quota_max_tables: int = 0
     quota_max_views: int = 0
-    # --- cluster security: see metastore/cluster/peer_auth.py, tls.py, cluster/config.py ---
+    # --- cluster security: see metastore/cluster/peer_auth.py, tls.py, cluster_config.py ---
     # node-to-node HMAC key, the same on every node, >= 32 characters (secret); or a file
     # holding it. Required in cluster mode with auth on.
     cluster_secret: str = ""

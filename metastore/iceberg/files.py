@@ -12,7 +12,7 @@ its credentials name (``TableFiles``). Deleting files is ``purge.py``'s.
 pyiceberg picks a FileIO by scheme and imports it on first use: for ``file://`` and
 ``s3://`` its pyarrow one, whose import (pyarrow and its dataset and compute modules)
 takes about a second, several on a busy machine. Imported here, it loads with the node
-(and is frozen with the rest of startup, ``api/heap.py``) instead of stalling the first
+(and is frozen with the rest of startup, ``node/heap.py``) instead of stalling the first
 create or commit that writes a metadata file.
 """
 

@@ -22,7 +22,7 @@ from metastore.catalog.consistency import HEADER
 from metastore.cluster import topics
 from metastore.cluster.cluster_config import ClusterConfig
 from metastore.util import resources
-from tests.api.support import TIMEOUT, Api, assert_status, entity_ref, unique
+from tests.native.support import TIMEOUT, Api, assert_status, entity_ref, unique
 
 # -- the spec and the setting (no broker) -------------------------------------------------
 

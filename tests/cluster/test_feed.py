@@ -20,7 +20,7 @@ import pytest
 
 from harness.cluster import Cluster
 from metastore.catalog.consistency import HEADER
-from tests.api.support import TIMEOUT, Api, assert_status, unique
+from tests.native.support import TIMEOUT, Api, assert_status, unique
 
 pytestmark = pytest.mark.slow
 

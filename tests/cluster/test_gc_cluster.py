@@ -23,7 +23,7 @@ from metastore.cluster.view import ViewStore
 from metastore.model.codec import default_codec
 from metastore.pipeline.audit.integrity import audit_catalog
 from metastore.pipeline.catalog_reader import CatalogRows
-from tests.api.test_gc import (
+from tests.native.test_gc import (
     SCHEMA,
     T,
     catalog_rows_live_pieces,

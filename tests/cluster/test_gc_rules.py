@@ -5,7 +5,7 @@ from __future__ import annotations
 from metastore.cluster.changelog_records import RecordCodec
 from metastore.model.codec import default_codec
 from metastore.persistence.rocksdb_layout import object_key
-from tests.unit.view_log import DictView, Log
+from tests.cluster.view_log import DictView, Log
 
 
 def test_an_owner_tombstone_deletes_and_a_later_write_stores_again() -> None:

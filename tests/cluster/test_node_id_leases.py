@@ -31,7 +31,7 @@ from harness.cluster import Cluster, get_reply, health
 from harness.node import NodeProcess
 from metastore.catalog.consistency import HEADER
 from metastore.model.ids import decompose
-from tests.api.support import TIMEOUT, Api, assert_status, unique
+from tests.native.support import TIMEOUT, Api, assert_status, unique
 
 pytestmark = pytest.mark.slow
 

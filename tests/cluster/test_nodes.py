@@ -29,7 +29,14 @@ from metastore.cluster.view import ViewStore
 from metastore.engine.object_cache import ObjectCache
 from metastore.model.codec import default_codec
 from metastore.model.keys import Kind
-from tests.api.support import TIMEOUT, Api, assert_error, assert_serial_chain, assert_status, unique
+from tests.native.support import (
+    TIMEOUT,
+    Api,
+    assert_error,
+    assert_serial_chain,
+    assert_status,
+    unique,
+)
 
 pytestmark = pytest.mark.slow
 

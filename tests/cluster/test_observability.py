@@ -13,8 +13,8 @@ import aiohttp
 import pytest
 
 from harness.cluster import Cluster
-from tests.api.support import TIMEOUT, Api, Catalog, assert_status
-from tests.api.test_observability import NAMESPACES_ROUTE, access_line, count, log_lines, scrape
+from tests.native.support import TIMEOUT, Api, Catalog, assert_status
+from tests.node.test_observability import NAMESPACES_ROUTE, access_line, count, log_lines, scrape
 
 pytestmark = pytest.mark.slow
 

@@ -22,8 +22,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 from pyiceberg.view.metadata import SQLViewRepresentation, ViewVersion
 
 from harness.node import NodeProcess
-
-from .conftest import console_node
+from tests.console.conftest import console_node
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=True),

@@ -16,8 +16,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
 
 from harness.node import NodeProcess
-
-from .conftest import Console, console_node
+from tests.console.conftest import Console, console_node
 
 ROOT = ("root", "root-secret-1")
 READER_SECRET = "reader-secret-long-1"

@@ -21,8 +21,7 @@ from playwright.sync_api import Browser
 
 from harness.node import NodeProcess
 from harness.process import free_port
-
-from .conftest import console_node
+from tests.console.conftest import console_node
 
 NAMESPACES = "/api/v1/tenants/default/catalogs/default/namespaces"
 

@@ -9,7 +9,7 @@ from typing import Any
 import requests
 from pyiceberg.catalog.rest import RestCatalog
 
-from .conftest import Server
+from tests.iceberg.conftest import Server
 
 SECRET = "a-long-enough-secret-1"
 

@@ -26,9 +26,8 @@ from metastore.model.changes import CreateEntity, DeleteEntity
 from metastore.model.keys import EntityKey, Kind
 from metastore.security.hashing import hash_secret
 from metastore.security.signing import LEGACY_KEY, TOKEN_KEYS
+from tests.iceberg.conftest import Server
 from tests.security.stores import offline_store
-
-from .conftest import Server
 
 TOKENS = "/v1/oauth/tokens"
 OAUTH_ERRORS = {

@@ -23,8 +23,7 @@ from pyiceberg.catalog.rest import RestCatalog
 
 from harness.node import NodeProcess
 from harness.s3 import KEYS, S3Process
-
-from .support import SCHEMA, SECRETS_ENV, Http, S3Lake, assert_error, rows
+from tests.iceberg.support import SCHEMA, SECRETS_ENV, Http, S3Lake, assert_error, rows
 
 LIMIT = 256 * 1024
 SETTING = "METASTORE_MAX_METADATA_FILE_BYTES"

@@ -24,8 +24,8 @@ import requests
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.table import Table
 
-from .conftest import Server
-from .support import SCHEMA, Http, assert_error, rows
+from tests.iceberg.conftest import Server
+from tests.iceberg.support import SCHEMA, Http, assert_error, rows
 
 SCHEMA_JSON = json.loads(SCHEMA.model_dump_json())
 T = ("db", "t")

@@ -13,8 +13,7 @@ import pytest
 import requests
 
 from harness.node import NodeProcess
-
-from .support import SCHEMA, Http, assert_error
+from tests.iceberg.support import SCHEMA, Http, assert_error
 
 SCHEMA_JSON = json.loads(SCHEMA.model_dump_json())
 TABLE = "/namespaces/db/tables/t"

@@ -10,9 +10,8 @@ import requests
 from pyiceberg.catalog.rest import RestCatalog
 
 from harness.node import NodeProcess
-
-from .conftest import TENANT, Server
-from .support import SCHEMA, rows
+from tests.iceberg.conftest import TENANT, Server
+from tests.iceberg.support import SCHEMA, rows
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ import pytest
 import requests
 from pyiceberg.catalog.rest import RestCatalog
 
-from .conftest import Server
-from .support import SCHEMA, Http, assert_error
+from tests.iceberg.conftest import Server
+from tests.iceberg.support import SCHEMA, Http, assert_error
 
 T = "/namespaces/db/tables/t"
 SCHEMA_JSON = json.loads(SCHEMA.model_dump_json())

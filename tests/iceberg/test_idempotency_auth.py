@@ -7,8 +7,8 @@ import requests
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import UnauthorizedError
 
-from .conftest import Server
-from .support import SCHEMA, Http, assert_error, rows
+from tests.iceberg.conftest import Server
+from tests.iceberg.support import SCHEMA, Http, assert_error, rows
 
 KEY = {"Idempotency-Key": "018f6c1e-7d3a-7b1c-9f00-000000000001"}
 

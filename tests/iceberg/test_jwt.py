@@ -23,9 +23,8 @@ from harness.process import free_port
 from metastore.security.principal_records import principal_key
 from metastore.security.signing import KeyRing
 from metastore.security.tokens import ISSUER
+from tests.iceberg.test_auth import ALICE, TOKENS, clients, node, token_of
 from tests.security.stores import offline_store
-
-from .test_auth import ALICE, TOKENS, clients, node, token_of
 
 TTL = 600
 

@@ -24,8 +24,7 @@ from harness.node import NodeProcess
 from harness.s3 import Keys, S3Process
 from metastore.config.server_config import ServerConfig
 from metastore.util.setting_rules import ConfigError
-
-from .support import SCHEMA, assert_error
+from tests.iceberg.support import SCHEMA, assert_error
 
 SCHEMA_JSON = json.loads(SCHEMA.model_dump_json())
 SECRETS_ENV = "METASTORE_STORAGE_CREDENTIALS_ANSWERS"

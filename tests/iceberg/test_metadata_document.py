@@ -24,8 +24,7 @@ from pyiceberg.table.update import (
 from metastore.iceberg.lineage import INITIAL_ROW_ID
 from metastore.iceberg.metadata_json import SnapshotsJson, metadata_document, metadata_text
 from metastore.iceberg.table_updates import apply_updates
-
-from .support import SCHEMA
+from tests.iceberg.support import SCHEMA
 
 LOCATION = "file:///warehouse/db/t"
 

@@ -25,8 +25,7 @@ from harness.node import NodeProcess
 from metastore.config.server_config import ServerConfig
 from metastore.iceberg.reports import KEEP
 from metastore.node.app import create_app
-
-from .support import SCHEMA, Http, assert_error, rows
+from tests.iceberg.support import SCHEMA, Http, assert_error, rows
 
 SCHEMA_JSON = json.loads(SCHEMA.model_dump_json())
 

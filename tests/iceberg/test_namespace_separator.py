@@ -22,9 +22,8 @@ from pyiceberg.catalog.rest import RestCatalog
 from harness.node import NodeProcess
 from metastore.config.server_config import ServerConfig
 from metastore.util.setting_rules import ConfigError
-from tests.test_config import assert_refused, serve
-
-from .support import assert_error
+from tests.config.test_config import assert_refused, serve
+from tests.iceberg.support import assert_error
 
 TENANT = "default"
 ROOT = ("root", "root-secret-1")

@@ -44,8 +44,8 @@ from pyiceberg.types import (
     UUIDType,
 )
 
-from .conftest import Server
-from .support import SCHEMA, Http, assert_error, rows
+from tests.iceberg.conftest import Server
+from tests.iceberg.support import SCHEMA, Http, assert_error, rows
 
 pytestmark = pytest.mark.parametrize("iceberg_server", ["embedded"], indirect=True)
 

@@ -24,8 +24,7 @@ from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 from pyiceberg.catalog.rest import RestCatalog
 
 from harness.node import NodeProcess
-
-from .test_auth import node
+from tests.iceberg.test_auth import node
 
 ISSUER = "https://idp.test/realms/acme"
 AUDIENCE = "metastore"

@@ -17,9 +17,8 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
 
 from harness.node import NodeProcess
-
-from .test_auth import node
-from .test_oidc import Provider, provider_env
+from tests.iceberg.test_auth import node
+from tests.iceberg.test_oidc import Provider, provider_env
 
 SCHEMA = Schema(NestedField(1, "id", LongType(), required=False))
 

@@ -32,8 +32,7 @@ from harness.node import NodeProcess
 from harness.s3 import KEYS, S3Process
 from metastore.iceberg.purge import Purge
 from metastore.util.local_unlink import LocalRoot
-
-from .support import SCHEMA, SECRETS_ENV, TENANT, S3Lake, rows
+from tests.iceberg.support import SCHEMA, SECRETS_ENV, TENANT, S3Lake, rows
 
 
 class Crash(BaseException):

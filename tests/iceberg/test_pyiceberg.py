@@ -18,8 +18,8 @@ from pyiceberg.exceptions import (
 )
 from pyiceberg.types import LongType
 
-from .conftest import Server
-from .support import BY_REGION, SCHEMA, Http, assert_error, rows
+from tests.iceberg.conftest import Server
+from tests.iceberg.support import BY_REGION, SCHEMA, Http, assert_error, rows
 
 SCHEMA_JSON = json.loads(SCHEMA.model_dump_json())
 

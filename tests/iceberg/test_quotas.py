@@ -7,9 +7,9 @@ import pytest
 import requests
 from pyiceberg.exceptions import TooManyRequestsError
 
-from .conftest import Server
-from .support import SCHEMA
-from .tenants import SECRET, client, new_tenant, tenant_admin, token
+from tests.iceberg.conftest import Server
+from tests.iceberg.support import SCHEMA
+from tests.iceberg.tenants import SECRET, client, new_tenant, tenant_admin, token
 
 
 def test_pyiceberg_over_its_tenants_quotas(secured_server: Server) -> None:

@@ -21,8 +21,7 @@ from pyiceberg.exceptions import SignError
 
 from harness.node import NodeProcess
 from harness.s3 import S3Process
-
-from .support import SCHEMA, assert_error, one_pyiceberg_worker, rows
+from tests.iceberg.support import SCHEMA, assert_error, one_pyiceberg_worker, rows
 
 SECRETS_ENV = "METASTORE_STORAGE_CREDENTIALS_SIGN"
 TENANT = "/api/v1/tenants/default"

@@ -20,8 +20,7 @@ from pyiceberg.catalog.rest import RestCatalog
 
 from harness.node import NodeProcess
 from harness.s3 import Keys, S3Process
-
-from .support import SCHEMA, assert_error, rows
+from tests.iceberg.support import SCHEMA, assert_error, rows
 
 SECRETS_ENV = "METASTORE_STORAGE_CREDENTIALS_VEND"
 UNKNOWN_ENV = "METASTORE_STORAGE_CREDENTIALS_UNKNOWN"  # keys the S3 server does not know

@@ -21,8 +21,7 @@ from pyiceberg.table import Table
 from harness.cluster import Cluster
 from harness.node import NodeProcess
 from harness.s3 import KEYS, S3Process
-
-from .support import BY_REGION, SCHEMA, SECRETS_ENV, TENANT, S3Lake, rows
+from tests.iceberg.support import BY_REGION, SCHEMA, SECRETS_ENV, TENANT, S3Lake, rows
 
 
 @pytest.fixture(scope="module")

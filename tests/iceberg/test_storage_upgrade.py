@@ -29,8 +29,7 @@ from metastore.engine.lanes import CommitLanes
 from metastore.model.changes import DeleteEntity
 from metastore.persistence.rocksdb import RocksDBPersistence
 from metastore.storage.settings import STORAGE_RECORD
-
-from .support import SCHEMA, rows
+from tests.iceberg.support import SCHEMA, rows
 
 CATALOGS = "/api/v1/tenants/default/catalogs"
 

@@ -18,9 +18,17 @@ import requests
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import ForbiddenError
 
-from .conftest import Server
-from .support import SCHEMA, assert_error, rows
-from .tenants import SECRET, catalog_body, client, new_tenant, post, tenant_admin, token
+from tests.iceberg.conftest import Server
+from tests.iceberg.support import SCHEMA, assert_error, rows
+from tests.iceberg.tenants import (
+    SECRET,
+    catalog_body,
+    client,
+    new_tenant,
+    post,
+    tenant_admin,
+    token,
+)
 
 ADMIN = {"credential": "alice:s3cret-alice"}  # the secured server's service admin
 

@@ -10,8 +10,8 @@ import requests
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import CommitFailedException
 
-from .conftest import Server
-from .support import SCHEMA, Http, assert_error, rows
+from tests.iceberg.conftest import Server
+from tests.iceberg.support import SCHEMA, Http, assert_error, rows
 
 
 def _change(name: str, requirements: list[dict[str, Any]], props: dict[str, str]) -> Any:

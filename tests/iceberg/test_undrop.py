@@ -18,9 +18,9 @@ import requests
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import BadRequestError, NoSuchTableError, NoSuchViewError
 
-from .conftest import TENANT, Server
-from .support import SCHEMA, assert_error, rows
-from .test_views import _version
+from tests.iceberg.conftest import TENANT, Server
+from tests.iceberg.support import SCHEMA, assert_error, rows
+from tests.iceberg.test_views import _version
 
 
 class Native:

@@ -12,8 +12,8 @@ import pytest
 import requests
 from pyiceberg.catalog.rest import RestCatalog
 
-from .conftest import TENANT, Server
-from .support import SCHEMA, assert_error, rows
+from tests.iceberg.conftest import TENANT, Server
+from tests.iceberg.support import SCHEMA, assert_error, rows
 
 SCHEMA_JSON = json.loads(SCHEMA.model_dump_json())
 # embedded only: a cluster node forwards a write byte for byte with the client's token,

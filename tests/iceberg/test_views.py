@@ -11,8 +11,8 @@ from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import NoSuchViewError, TableAlreadyExistsError, ViewAlreadyExistsError
 from pyiceberg.view.metadata import SQLViewRepresentation, ViewVersion
 
-from .conftest import Server
-from .support import SCHEMA, Http, assert_error
+from tests.iceberg.conftest import Server
+from tests.iceberg.support import SCHEMA, Http, assert_error
 
 
 def _version(sql: str) -> ViewVersion:

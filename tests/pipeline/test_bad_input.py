@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.node import NodeProcess
-
-from .support import Http
+from tests.pipeline.support import Http
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

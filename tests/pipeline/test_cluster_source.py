@@ -27,9 +27,8 @@ from pyspark.sql import SparkSession
 
 from harness.cluster import Cluster
 from metastore.pipeline.export.export_rows import TABLES
-
-from .conftest import run_job
-from .support import Http
+from tests.pipeline.conftest import run_job
+from tests.pipeline.support import Http
 
 pytestmark = pytest.mark.slow
 TENANT = "kshop"

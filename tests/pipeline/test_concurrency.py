@@ -20,9 +20,8 @@ from pyiceberg.types import LongType, NestedField
 from pyspark.sql import SparkSession
 
 from harness.node import NodeProcess
-
-from .conftest import run_job
-from .support import Http
+from tests.pipeline.conftest import run_job
+from tests.pipeline.support import Http
 
 CLIENTS = 16
 TENANT = "busy"

@@ -23,10 +23,16 @@ from metastore.cluster.restore import check_checkpoint
 from metastore.cluster.view import ViewStore
 from metastore.persistence.rocksdb import RocksDBPersistence
 from metastore.persistence.rocksdb_layout import view_marker
-from tests.test_config import assert_refused, serve
-
-from .support import Http
-from .test_rebuild import CATALOGS, add_tables, consumed, converged, load, tables
+from tests.config.test_config import assert_refused, serve
+from tests.pipeline.rebuild.test_rebuild import (
+    CATALOGS,
+    add_tables,
+    consumed,
+    converged,
+    load,
+    tables,
+)
+from tests.pipeline.support import Http
 
 PARTITIONS = 2
 

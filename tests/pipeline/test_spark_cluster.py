@@ -32,10 +32,9 @@ from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
 from harness.spark_standalone import SparkStandalone
-
-from .conftest import run_job
-from .test_gc import gc
-from .test_maintain import (
+from tests.pipeline.conftest import run_job
+from tests.pipeline.gc.test_gc import gc
+from tests.pipeline.maintain.test_maintain import (
     AGE,
     SCHEMA,
     TENANT,

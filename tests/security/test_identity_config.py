@@ -10,8 +10,8 @@ import pytest
 
 from metastore.config.server_config import ServerConfig
 from metastore.util.setting_rules import ConfigError
+from tests.config.test_config import assert_refused, serve
 from tests.security.test_oidc_keys import ec_jwk, rsa_jwk
-from tests.test_config import assert_refused, serve
 
 ISSUER = "https://idp.example.com/realms/acme"
 PROVIDER = {
