@@ -24,6 +24,13 @@ if ! command -v java >/dev/null 2>&1; then
     sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
     $sudo apt-get update -qq && $sudo apt-get install -y -qq openjdk-17-jre-headless
 fi
+# The tests and benchmarks run Java programs from Maven Central (harness/maven/: the
+# Apache Kafka broker); Maven fetches them (harness/jars.py, `make jars`).
+if ! command -v mvn >/dev/null 2>&1; then
+    echo "installing Maven for the Kafka broker's jars (apt: maven)" >&2
+    sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+    $sudo apt-get update -qq && $sudo apt-get install -y -qq maven
+fi
 # The web console's tests drive the system's Chromium headless (Playwright only drives it).
 if ! command -v chromium >/dev/null 2>&1; then
     echo "installing Chromium for the web console's browser tests (apt: chromium)" >&2
