@@ -32,10 +32,13 @@ from metastore.cluster.restore import check_checkpoint
 from metastore.node.cli import _parser
 from metastore.persistence.rocksdb_layout import view_marker
 from metastore.pipeline.rebuild import rebuild_job as rebuild
-from tests.cluster.test_view import ABORTED_VISIBLE, PARTITIONS, Writer, catalog_in, obj, ref
+from tests.cluster.test_view import PARTITIONS, Writer, catalog_in, obj, ref
 from tests.pipeline.support import Http
 
 pytestmark = pytest.mark.slow
+# the cluster runs on Apache Kafka (``kafka_bootstrap``): an aborted record never reaches a
+# read_committed reader, so only the zombie's record is planted to be dropped
+ABORTED_VISIBLE = False
 TENANT = "shop"
 CATALOGS = ("c0", "c1", "c2", "c3", "c4")
 
