@@ -233,7 +233,7 @@ class KafkaBroker:
         return text
 
 
-def test_settings(size: int) -> dict[str, str]:
+def settings_for_tests(size: int) -> dict[str, str]:
     """Broker settings for tests: every replica everywhere, quick groups and
     transactions, internal topics of a few partitions (50 by default: each new group
     coordinator load would wait for them)."""
@@ -272,7 +272,7 @@ class KafkaCluster:
     ) -> None:
         self.root = root
         self.cluster_id = kafka_uuid()
-        merged = {**test_settings(size), **(settings or {})}
+        merged = {**settings_for_tests(size), **(settings or {})}
         self.brokers = [
             KafkaBroker(i + 1, root / f"broker{i + 1}", self.cluster_id, merged, quick_start)
             for i in range(size)

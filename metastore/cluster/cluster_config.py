@@ -16,13 +16,22 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, cast
 
 from metastore.cluster.kafka_log import kafka_logger
 from metastore.util.setting_rules import ConfigError
 from metastore.util.small_files import NotSmallFile, read_small_file
 
 PROPERTIES_ENV = "METASTORE_KAFKA_PROPERTIES"
+PROFILE_ENV = "METASTORE_BROKER_PROFILE"
+# What the cluster's broker can be trusted with. ``kafka``: Apache Kafka or a broker as
+# conformant (a read_committed fetch never returns an aborted record, the end offsets a
+# fetch reports are true, a member leaving its group is handled). ``tansu``: the Tansu
+# broker, which breaks all three; the cluster code stays correct on it by waiting for a
+# quiet log before it counts as caught up and by never leaving the owners' group (a
+# member is expelled after the session timeout instead).
+BROKER_PROFILES = ("kafka", "tansu")
+BrokerProfile = Literal["kafka", "tansu"]
 PROPERTIES_FILE_ENV = "METASTORE_KAFKA_PROPERTIES_FILE"
 MAX_PROPERTIES_FILE_BYTES = 1024 * 1024  # room for PEM blocks (a CA bundle) inline
 # Past these a number is a typo: a replay of a billion partitions would hang building its
@@ -142,6 +151,24 @@ def load_properties(text: str = "", path: str = "") -> dict[str, str]:
     return properties
 
 
+def parse_profile(text: str, setting: str = "broker_profile") -> BrokerProfile:
+    """``kafka`` or ``tansu``, as the operator wrote it (any case)."""
+    value = text.strip().lower()
+    if value not in BROKER_PROFILES:
+        raise ConfigError(
+            setting,
+            f"must be one of {', '.join(BROKER_PROFILES)} (the broker the cluster runs on),"
+            f" not {text!r}",
+            PROFILE_ENV,
+        )
+    return cast(BrokerProfile, value)
+
+
+def profile_from_env(env: Mapping[str, str]) -> BrokerProfile:
+    """What the CLI commands other than ``serve`` (topics, replay, the jobs) read."""
+    return parse_profile(env.get(PROFILE_ENV, "kafka"))
+
+
 def properties_from_env(env: Mapping[str, str]) -> dict[str, str]:
     """What the CLI commands other than ``serve`` (topics, replay) read."""
     return load_properties(env.get(PROPERTIES_ENV, ""), env.get(PROPERTIES_FILE_ENV, ""))
@@ -182,8 +209,11 @@ class ClusterConfig:
     kafka_properties: Mapping[str, str] = field(default_factory=dict, repr=False, hash=False)
     # owners also produce each commit's change events to <prefix>.events, in its transaction
     publish_events: bool = False
+    broker_profile: BrokerProfile = "kafka"  # what the broker can be trusted with (above)
 
     def __post_init__(self) -> None:
+        if self.broker_profile not in BROKER_PROFILES:
+            raise ValueError(f"broker profile must be one of {', '.join(BROKER_PROFILES)}")
         if not 1 <= self.partitions <= MAX_PARTITIONS:
             raise ValueError(f"partitions must be 1-{MAX_PARTITIONS}, not {self.partitions}")
         if not 1 <= self.replication_factor <= MAX_REPLICATION_FACTOR:
@@ -199,7 +229,8 @@ class ClusterConfig:
         return (
             f"ClusterConfig(bootstrap={self.bootstrap!r}, prefix={self.prefix!r}, "
             f"cluster={self.cluster!r}, partitions={self.partitions}, "
-            f"kafka_properties={redacted(self.kafka_properties)})"
+            f"kafka_properties={redacted(self.kafka_properties)}, "
+            f"broker_profile={self.broker_profile!r})"
         )
 
     def connection(self) -> str:
@@ -210,12 +241,18 @@ class ClusterConfig:
         return f"brokers {self.bootstrap}, Kafka properties {shown}"
 
     @property
+    def trusts_broker(self) -> bool:
+        """The broker is conformant (``broker_profile`` ``kafka``): reported ends are
+        true and a member may leave its group."""
+        return self.broker_profile == "kafka"
+
+    @property
     def takeover_s(self) -> float:
-        """How long a partition can be without a ready owner after its owner is gone: the
-        broker expels a departed member only after the session timeout (members never
-        leave, see ``membership``), the group then rebalances (the test broker takes half
-        a session), and the new owner's ``init_transactions`` may wait out the old owner's
-        open transaction before its barrier goes round."""
+        """How long a partition can be without a ready owner after its owner is gone: a
+        crashed member is expelled only after the session timeout (and on a ``tansu``
+        broker a stopped one too, see ``membership``), the group then rebalances (Tansu
+        takes half a session), and the new owner's ``init_transactions`` may wait out the
+        old owner's open transaction before its barrier goes round."""
         session_s = self.session_timeout_ms / 1000
         return 1.5 * session_s + self.transaction_timeout_s + 5.0
 

@@ -9,22 +9,24 @@ partition. A member that stops polling (crash, SIGSTOP) is expelled after
 ``session.timeout.ms``; it may still believe it owns its partitions, which is
 why ownership is enforced by transactional fencing and epochs, not by the group.
 
-A member never leaves the group explicitly (no LeaveGroup): a stopped node is
-expelled after the session timeout, exactly like a crashed one. Leaving is not
-safe on every broker: the test broker (Tansu 0.6.0) keeps a leader that leaves
-while a rebalance is in progress as the group's leader for good, so no member,
-present or future, is ever assigned a partition again. Stopping every node of a
-cluster one after another does exactly that (the second one leaves during the
+A member that stops gracefully leaves the group (LeaveGroup, through the consumer's
+close) once its local owners have stopped, so the broker rebalances at once and its
+partitions have new owners within a rebalance, not a session timeout. On a ``tansu``
+broker (``ClusterConfig.broker_profile``) it never leaves: Tansu 0.6.0 keeps a leader
+that leaves while a rebalance is in progress as the group's leader for good, so no
+member, present or future, is ever assigned a partition again. Stopping every node of
+a cluster one after another does exactly that (the second one leaves during the
 rebalance the first one's departure started), and a member cannot know that no
-rebalance is under way when it leaves. Expiry has no such hole, and it is the
-path a crash takes anyway; the price is that a graceful stop hands its
-partitions over after the session timeout rather than at once.
+rebalance is under way when it leaves. There a stopped node is expelled after the
+session timeout, exactly like a crashed one: expiry has no such hole, and it is the
+path a crash takes anyway.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -89,7 +91,8 @@ class Membership:
         self._thread.start()
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop every local owner, then drop out of the group without leaving it."""
+        """Stop every local owner, then leave the group (on a ``tansu`` broker: drop out
+        of it without leaving, module doc)."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
@@ -109,17 +112,34 @@ class Membership:
                 if message is not None and message.error() is not None:
                     log.debug("group %s: %s", self.group_id, message.error())
         finally:
-            # Stop the local owners first (no write of ours after this), then drop the
-            # consumer unclosed: confluent-kafka destroys it with
-            # RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE, so no LeaveGroup is sent (module doc).
-            # This frame and the attribute hold its only references: once both are gone
-            # nothing heartbeats for us.
+            # Stop the local owners first (no write of ours after this), then leave.
             self._revoke(
                 consumer, [TopicPartition(self._config.refs_topic, p) for p in self.assigned()]
             )
-            del consumer
             self._consumer = None
-            log.info("group %s: stopped; expelled after the session timeout", self.group_id)
+            if self._config.trusts_broker:
+                self._leave(consumer)
+            else:
+                # Dropped unclosed: confluent-kafka destroys it with
+                # RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE, so no LeaveGroup is sent (module
+                # doc). This frame held its last reference: nothing heartbeats for us.
+                del consumer
+                log.info("group %s: stopped; expelled after the session timeout", self.group_id)
+
+    def _leave(self, consumer: Consumer) -> None:
+        """LeaveGroup: the broker rebalances the others at once. ``close`` runs the
+        revocation callback again in this thread; nothing is left to revoke."""
+        started = time.monotonic()
+        try:
+            consumer.close()
+        except (KafkaException, RuntimeError) as exc:  # the session then expires instead
+            log.warning(
+                "group %s: leaving failed (%s); expelled after the session timeout",
+                self.group_id,
+                exc,
+            )
+            return
+        log.info("group %s: left the group in %.2f s", self.group_id, time.monotonic() - started)
 
     def _assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         numbers = sorted(tp.partition for tp in partitions)

@@ -4,8 +4,11 @@ Reads both topics from the view's stored offsets (the beginning for a fresh or
 wiped view), applies every record with the same rules as a live view, shows
 progress, and stops once caught up. It produces nothing.
 
-Caught up, without trusting reported high watermarks (the test broker reports
-them wrong): the replay is caught up when
+Caught up, on a conformant broker (``broker_profile`` ``kafka``, the default): every
+partition has been read to the end its first fetch response reported
+(``ViewFeed.reached_first_ends``), so a replay ends while writes go on, holding at
+least what was committed when it started. On a ``tansu`` broker, whose reported high
+watermarks are wrong, the replay is caught up when
 
 1. no partition of either topic has delivered a record for an idle window
    (``idle_s``, 1 s by default) after the last record of any partition; on a
@@ -43,7 +46,7 @@ from typing import Any, TextIO
 from confluent_kafka import KafkaError, KafkaException
 from rocksdict import AccessType, Options, Rdict
 
-from metastore.cluster.cluster_config import ClusterConfig, properties_from_env
+from metastore.cluster.cluster_config import ClusterConfig, profile_from_env, properties_from_env
 from metastore.cluster.view.consumer import ViewFeed, open_consumer
 from metastore.cluster.view.digest import digest
 from metastore.cluster.view.view_store import ViewStore
@@ -217,17 +220,15 @@ def _run(
     batch: int,
 ) -> None:
     config = feed.store.config
-    last_record = time.monotonic()
     while True:
         result = feed.step(batch, min(0.2, idle_s))
         now = time.monotonic()
         if result is not None:
             bar.update(result.consumed)
-            last_record = now
         problem = errors.problem(heard=feed.stats.consumed > 0 or feed.heard())
         if problem is not None:
             raise Unreachable(f"Kafka: {problem} ({config.connection()})")
-        if result is None and now - last_record >= idle_s and feed.at_high_watermarks():
+        if (result is None or config.trusts_broker) and feed.at_end(idle_s):
             return
         if now > deadline:
             behind = list(feed.behind())
@@ -307,6 +308,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             prefix=args.prefix,
             partitions=args.partitions,
             kafka_properties=properties_from_env(os.environ),
+            broker_profile=profile_from_env(os.environ),
         )
         check_range("--idle", args.idle, MIN_WAIT_S, MAX_IDLE_S)  # nan and inf too
         check_range("--timeout", args.timeout, MIN_WAIT_S, MAX_TIMEOUT_S)

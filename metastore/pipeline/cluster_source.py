@@ -12,9 +12,11 @@ Where a task stops is proven, never a reported high watermark:
 
 - given end offsets (``ends``: what a node reported its view has applied), it
   applies every record below them and none at or past them;
-- otherwise by the rule ``metastore replay`` uses, per partition: no record from
-  either topic for an idle window, and for both topics a high watermark known from
-  a fetch response with the consumer's position at or past it.
+- otherwise by the rule ``metastore replay`` uses, per partition: on a conformant
+  broker (``broker_profile`` ``kafka``) both topics read to the end their first fetch
+  response reported, so a task ends while writes go on; on a ``tansu`` broker no
+  record from either topic for an idle window, and for both topics a high watermark
+  known from a fetch response with the consumer's position at or past it.
 
 The driver first checks that the brokers answer and the topics exist with the
 expected partitions, so an unreachable broker is one line and exit 2 before Spark
@@ -35,7 +37,7 @@ from pyspark import RDD
 from pyspark.sql import SparkSession
 
 from metastore.cluster.changelog_records import ROLES, Role, partition_for
-from metastore.cluster.cluster_config import ClusterConfig, properties_from_env
+from metastore.cluster.cluster_config import ClusterConfig, profile_from_env, properties_from_env
 from metastore.cluster.replay import BrokerErrors
 from metastore.cluster.view.apply_rules import ApplyContext, apply_records
 from metastore.cluster.view.view_state import ViewState
@@ -80,6 +82,7 @@ def apply_partition(config: ClusterConfig, read: PartitionRead) -> PartitionResu
     result = PartitionResult({})
     try:
         consumer.assign(assigned)
+        first_ends: dict[str, int] = {}  # each topic's end as its first fetch reported it
         deadline = time.monotonic() + read.timeout_s
         last_record = time.monotonic()
         while True:
@@ -104,7 +107,8 @@ def apply_partition(config: ClusterConfig, read: PartitionRead) -> PartitionResu
             problem = errors.problem(heard=result.consumed > 0)
             if problem is not None:
                 raise JobError(f"Kafka: {problem} ({config.connection()})")
-            if _done(consumer, assigned, read, time.monotonic() - last_record):
+            idle = time.monotonic() - last_record
+            if _done(consumer, assigned, read, idle, first_ends, config.trusts_broker):
                 break
             if time.monotonic() > deadline:
                 raise JobError(f"partition {read.partition}: not caught up before the timeout")
@@ -116,16 +120,27 @@ def apply_partition(config: ClusterConfig, read: PartitionRead) -> PartitionResu
 
 
 def _done(
-    consumer: Any, assigned: Sequence[TopicPartition], read: PartitionRead, idle: float
+    consumer: Any,
+    assigned: Sequence[TopicPartition],
+    read: PartitionRead,
+    idle: float,
+    first_ends: dict[str, int],
+    trusted: bool,
 ) -> bool:
+    """Whether the task has read its partition to the end (module doc); ``first_ends``
+    keeps each topic's first reported end, for a ``trusted`` broker's rule."""
     positions = consumer.position(list(assigned))
     if read.ends is not None:
         ends = [read.ends[r] for r in ROLES]
         return all(tp.offset >= end or end == 0 for tp, end in zip(positions, ends, strict=True))
-    if idle < read.idle_s:
+    if not trusted and idle < read.idle_s:
         return False
     for tp in positions:
         low, high = consumer.get_watermark_offsets(tp, cached=True) or (-1, -1)
+        if trusted:  # the first end reported is the end: later writes are no reason to wait
+            if tp.topic not in first_ends and high >= 0:
+                first_ends[tp.topic] = high
+            high = first_ends.get(tp.topic, -1)
         if high < 0:
             return False  # no fetch response yet: not proven
         position = tp.offset if tp.offset >= 0 else low
@@ -166,6 +181,7 @@ class ClusterSource:
                 prefix=options.topic_prefix,
                 partitions=options.partitions,
                 kafka_properties=properties_from_env(os.environ),
+                broker_profile=profile_from_env(os.environ),
             )
         except ValueError as exc:
             raise JobError(str(exc)) from None

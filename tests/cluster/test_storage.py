@@ -40,8 +40,12 @@ def rows(ids: list[int], via: str) -> pa.Table:
     return pa.table({"id": pa.array(ids, pa.int64()), "via": pa.array([via] * len(ids))})
 
 
-def head(url: str) -> str:
+def head(url: str) -> str | None:
+    """The catalog's HEAD on a node, or None while its view does not hold the catalog
+    yet (a view applies the log a moment after the writer's node answered)."""
     reply = requests.get(url + REF, timeout=30)
+    if reply.status_code == 404 and "NoSuchWarehouseException" in reply.text:
+        return None
     assert reply.status_code == 200, reply.text
     return str(reply.json()["head"])
 
@@ -49,6 +53,7 @@ def head(url: str) -> str:
 def in_sync(cluster: Cluster, writer: str) -> None:
     """Wait until every node's view has the catalog's HEAD the writer answered from."""
     wanted = head(writer)
+    assert wanted is not None, "the writer's own node answered without the catalog"
     deadline = time.monotonic() + SYNC_TIMEOUT_S
     for node in cluster.nodes:
         while head(node.url) != wanted:

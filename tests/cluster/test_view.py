@@ -11,6 +11,7 @@ applied offset, a count of waiting records) with a bound.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import subprocess
 import sys
@@ -182,7 +183,11 @@ def aborted_visible(broker: str) -> bool:
 def config(broker: str, request: pytest.FixtureRequest, topic_prefix: str) -> ClusterConfig:
     bootstrap = str(request.getfixturevalue(f"{broker}_bootstrap"))
     config = ClusterConfig(
-        bootstrap, prefix=topic_prefix, cluster=topic_prefix, partitions=PARTITIONS
+        bootstrap,
+        prefix=topic_prefix,
+        cluster=topic_prefix,
+        partitions=PARTITIONS,
+        broker_profile="tansu" if broker == "tansu" else "kafka",
     )
     create_topics(config)
     return config
@@ -440,6 +445,7 @@ def test_live_view_and_replays_agree(
                 "--partitions", str(PARTITIONS), "--data-dir", str(tmp_path / "b"), *extra,
             ],
             capture_output=True, text=True, timeout=120, check=False,
+            env={**os.environ, "METASTORE_BROKER_PROFILE": config.broker_profile},
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         match = re.search(r"^digest: ([0-9a-f]{64})$", done.stdout, re.MULTILINE)

@@ -73,6 +73,8 @@ class ViewFeed:
         self.stats = ConsumerStats()
         self._paused: set[int] = set()
         self._reported: set[tuple[int, str | None, int | None]] = set()
+        # each partition's end as its first fetch response reported it (``reached_first_ends``)
+        self._first_ends: dict[tuple[str, int], int] = {}
 
     def step(self, num_messages: int, timeout: float) -> ApplyResult | None:
         try:
@@ -152,6 +154,44 @@ class ViewFeed:
         test broker's value is at or below the true end, so it never holds a reader back.
         Only the consumer's own thread calls this."""
         return next(self.behind(), None) is None
+
+    def reached_first_ends(self) -> bool:
+        """Every partition read up to the end its first fetch response reported (the
+        cached high watermark: for a read_committed reader, the last stable offset).
+
+        The rule for a conformant broker (``ClusterConfig.trusts_broker``): that end is
+        true, so a reader that has read to it holds everything committed before it
+        started, and what was written since is no reason to wait. Under steady writes
+        it is reached within one read of the backlog, where a quiet log (the ``tansu``
+        rule: ``at_high_watermarks`` after an idle window) never comes. Only the
+        consumer's own thread calls this."""
+        config = self.store.config
+        for tp in self.consumer.position(self.partitions()):
+            key = (tp.topic, tp.partition)
+            end = self._first_ends.get(key)
+            if end is None:
+                watermarks = self.watermark(tp)
+                if watermarks is None:
+                    return False  # no fetch response yet: nothing is known of its end
+                end = self._first_ends[key] = watermarks[1]
+                low = watermarks[0]
+            else:
+                low = 0
+            role: Role = "refs" if tp.topic == config.refs_topic else "objects"
+            offset = (
+                tp.offset if tp.offset >= 0 else max(low, self.store.offset(role, tp.partition))
+            )
+            if offset < end:
+                return False
+        return True
+
+    def at_end(self, idle_s: float) -> bool:
+        """Caught up by the rule ``trusts_broker`` picks: the ends first reported on a
+        conformant broker, else every reported end after ``idle_s`` without a record."""
+        if self.store.config.trusts_broker:
+            return self.reached_first_ends()
+        quiet = time.monotonic() - self.stats.last_record_at >= idle_s
+        return quiet and self.at_high_watermarks()
 
     def behind(self) -> Iterator[str]:
         """Each partition not known to be at its end, described (where a replay that
@@ -258,9 +298,11 @@ class ViewConsumer:
 
     @property
     def reached_end(self) -> bool:
-        """The view has read every partition of both topics up to the end the brokers
-        reported in a fetch response since it started (``ViewFeed.at_high_watermarks``):
-        what a node waits for before it joins the owners' group."""
+        """The view has read every partition of both topics up to its end: on a
+        conformant broker the end its first fetch reported (``ViewFeed.reached_first_ends``),
+        else an end a fetch reported since it started (``ViewFeed.at_high_watermarks``,
+        to which the node adds a quiet window). What a node waits for before it joins the
+        owners' group."""
         return self._reached_end.is_set()
 
     def start(self) -> ViewConsumer:
@@ -347,11 +389,17 @@ class ViewConsumer:
         feed = self._feed
         assert feed is not None
         measured = 0.0
+        trusted = self.config.trusts_broker
         try:
             while not self._stop.is_set():
-                if feed.step(self.batch_size, self.poll_timeout) is not None:
+                stepped = feed.step(self.batch_size, self.poll_timeout) is not None
+                if stepped:
                     self._notify()
-                elif not self._reached_end.is_set() and feed.at_high_watermarks():
+                if not self._reached_end.is_set() and (
+                    feed.reached_first_ends()
+                    if trusted
+                    else not stepped and feed.at_high_watermarks()
+                ):
                     self._reached_end.set()
                 if time.monotonic() - measured >= LAG_INTERVAL_S:
                     feed.measure_lag()

@@ -43,7 +43,7 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from metastore.cluster.changelog_records import ROLES, Role
-from metastore.cluster.cluster_config import ClusterConfig, properties_from_env
+from metastore.cluster.cluster_config import ClusterConfig, profile_from_env, properties_from_env
 from metastore.cluster.replay import MAX_IDLE_S, MAX_TIMEOUT_S, MIN_WAIT_S
 from metastore.cluster.view.digest import digest
 from metastore.cluster.view.view_store import ViewStore
@@ -309,6 +309,7 @@ def _config(bootstrap: str, prefix: str, partitions: int) -> ClusterConfig:
             prefix=prefix,
             partitions=partitions,
             kafka_properties=properties_from_env(os.environ),
+            broker_profile=profile_from_env(os.environ),
         )
     except ValueError as exc:
         raise JobError(str(exc)) from None
