@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from harness.kafka import settings_for_tests
 from metastore.cluster.cluster_config import (
     PROPERTIES_ENV,
     PROPERTIES_FILE_ENV,
@@ -524,7 +525,38 @@ def check_kafka(compose: Compose) -> Problems:
         problems.append(f"{name}: no broker health check (kafka-broker-api-versions.sh)")
     if env.get("KAFKA_LOG_DIRS") not in _volume_targets(svc):
         problems.append(f"{name}: KAFKA_LOG_DIRS is not on a named volume")
+    version = str(svc["image"]).rpartition(":")[2]
+    if version != kafka_version():
+        problems.append(
+            f"{name}: image apache/kafka:{version}, the tests run Kafka {kafka_version()}"
+            " (harness/maven/kafka/pom.xml)"
+        )
+    harness = settings_for_tests(1)  # what the tests' single broker runs with
+    for key in SHARED_BROKER_SETTINGS:
+        variable = "KAFKA_" + key.upper().replace(".", "_")
+        if env.get(variable, "").lower() != harness[key]:
+            problems.append(
+                f"{name}: {variable}={env.get(variable)}, the tests' broker runs {harness[key]}"
+            )
     return problems
+
+
+# broker settings the compose file's Kafka runs with as the tests' broker does
+SHARED_BROKER_SETTINGS = (
+    "offsets.topic.replication.factor",
+    "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr",
+    "group.initial.rebalance.delay.ms",
+    "auto.create.topics.enable",
+)
+
+
+def kafka_version() -> str:
+    """The Kafka version the tests run (the broker jars' POM)."""
+    pom = (REPO / "harness" / "maven" / "kafka" / "pom.xml").read_text()
+    found = re.search(r"<kafka.version>([^<]+)</kafka.version>", pom)
+    assert found, "harness/maven/kafka/pom.xml names no kafka.version"
+    return found[1]
 
 
 def check_start_order(compose: Compose) -> Problems:
@@ -951,6 +983,14 @@ def _no_txn_min_isr(c: Compose) -> None:
     del services(c)["kafka"]["environment"]["KAFKA_TRANSACTION_STATE_LOG_MIN_ISR"]
 
 
+def _other_kafka_version(c: Compose) -> None:
+    services(c)["kafka"]["image"] = "apache/kafka:3.9.1"
+
+
+def _rebalance_delay(c: Compose) -> None:
+    services(c)["kafka"]["environment"]["KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS"] = 3000
+
+
 def _broker_only(c: Compose) -> None:
     services(c)["kafka"]["environment"]["KAFKA_PROCESS_ROLES"] = "broker"
 
@@ -1155,7 +1195,7 @@ CASES: list[tuple[Callable[[Compose], None], Callable[[Compose], Problems], str]
     (_minio_real_looking_password, check_security, "not marked CHANGE-ME"),
     (_bogus_flag, check_commands, "rejected by the CLI"),
     (_wrong_subcommand, check_commands, "expected ('topics', 'create')"),
-    (_no_advertised_url, check_commands, "advertised_url is required"),
+    (_no_advertised_url, check_commands, "--advertised-url: not set; required when binding"),
     (_embedded, check_commands, "runs embedded"),
     (_unknown_env, check_environment, "METASTORE_NOT_A_SETTING"),
     (_serve_env_on_topics, check_environment, "topics: METASTORE_PARTITIONS"),
@@ -1168,6 +1208,8 @@ CASES: list[tuple[Callable[[Compose], None], Callable[[Compose], Problems], str]
     (_zookeeper, check_kafka, "KRaft"),
     (_no_txn_min_isr, check_kafka, "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR"),
     (_broker_only, check_kafka, "KAFKA_PROCESS_ROLES"),
+    (_other_kafka_version, check_kafka, "the tests run Kafka"),
+    (_rebalance_delay, check_kafka, "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS"),
     (_no_kafka_healthcheck, check_kafka, "no broker health check"),
     (_node_starts_early, check_start_order, "service_completed_successfully"),
     (_topics_start_early, check_start_order, "topics: depends_on kafka"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from metastore.storage.credentials import ENV_PREFIX as CREDENTIALS_ENV_PREFIX
 from metastore.util.setting_rules import ConfigError, integer, number
@@ -78,3 +78,23 @@ def parse_variable(name: str, variable: str, type_name: str, raw: str, *, secret
         hint = SERVICE_LINK_HINT if name == "port" and raw.startswith("tcp://") else ""
         raise ConfigError(name, f"cannot parse {shown} as {type_name}{hint}", variable) from None
     return value
+
+
+def setting_names(
+    settings: Iterable[str], overrides: Mapping[str, object], env: Mapping[str, str]
+) -> dict[str, str]:
+    """Each setting by the name an operator knows it by: the ``--flag`` given, else the
+    METASTORE_ variable set, else the flag the command has for it (a key of ``overrides``
+    whose value is None), else its variable. What a refusal or a failed start names, so
+    the operator finds the line to change: a setting's own name (``data_dir``) appears in
+    no command line or environment file of theirs."""
+    names: dict[str, str] = {}
+    for name in settings:
+        flag, variable = "--" + name.replace("_", "-"), ENV_PREFIX + name.upper()
+        if overrides.get(name) is not None:
+            names[name] = flag
+        elif variable in env:
+            names[name] = variable
+        else:
+            names[name] = flag if name in overrides else variable
+    return names

@@ -18,14 +18,24 @@ from typing import cast
 
 from metastore.catalog.quotas import Quota
 from metastore.cluster import tls
-from metastore.cluster.cluster_config import MAX_PARTITIONS, load_properties
+from metastore.cluster.cluster_config import (
+    MAX_PARTITIONS,
+    BrokerProfile,
+    load_properties,
+    parse_profile,
+)
 from metastore.cluster.peer_auth import (
     MIN_SECRET_LENGTH,
     SECRET_ENV,
     SECRET_FILE_ENV,
     resolve_secret,
 )
-from metastore.config.environment import ENV_PREFIX, parse_variable, refuse_unknown_variables
+from metastore.config.environment import (
+    ENV_PREFIX,
+    parse_variable,
+    refuse_unknown_variables,
+    setting_names,
+)
 from metastore.engine.commits import DEFAULT_MAX_OBJECT_BYTES
 from metastore.engine.paging import MAX_PAGE_SIZE
 from metastore.errors import BadRequest, InvalidName
@@ -163,6 +173,9 @@ class ServerConfig:
     consistency_wait_s: float = 10.0  # a read given a consistency token waits at most this
     # owners also produce each commit's change events to <prefix>.events, in its transaction
     publish_events: bool = False
+    # the broker the cluster runs on: kafka (Apache Kafka, conformant) or tansu
+    # (metastore.cluster.cluster_config.BROKER_PROFILES: what each can be trusted with)
+    broker_profile: str = "kafka"
     # a checkpoint of a view (another node's, or `metastore rebuild --out`) to start an
     # empty view from, so the node reads only the tail ("" = read the whole log)
     restore_from: str = ""
@@ -231,6 +244,11 @@ class ServerConfig:
     def __post_init__(self) -> None:
         for f in fields(self):
             check_type(f.name, getattr(self, f.name), str(f.type))
+        # Absolute from here on: the node reports paths under it to clients (its
+        # checkpoints, which ``metastore audit --url`` opens from its own directory),
+        # and a relative path would mean something else wherever it is read.
+        if not Path(self.data_dir).is_absolute():
+            object.__setattr__(self, "data_dir", Path(self.data_dir).absolute())
         for f in fields(self):
             low, high = RANGES.get(f.name, (0, math.inf))
             if str(f.type) in ("int", "float"):  # unlisted: at least finite, not negative
@@ -240,15 +258,17 @@ class ServerConfig:
         check_choice("log_format", self.log_format, LOG_FORMATS)
         for name in ("default_tenant", "default_catalog"):
             try:
-                check_system_name(name, getattr(self, name))
+                check_system_name(name.replace("_", " "), getattr(self, name))
             except InvalidName as exc:
                 raise ConfigError(name, exc.message) from None
         self.namespace_separator  # noqa: B018 - refuses anything but one URL-safe character
         self.pinned_cpu  # noqa: B018 - refuses a CPU this process may not run on
         if self.index_stripe_bytes < self.index_embedded_bytes:
-            raise ConfigError("index_stripe_bytes", "must be >= index_embedded_bytes")
+            raise ConfigError("index_stripe_bytes", f"must be >= {ENV_PREFIX}INDEX_EMBEDDED_BYTES")
         if self.max_object_bytes < 2 * self.index_stripe_bytes:
-            raise ConfigError("max_object_bytes", "must be at least twice index_stripe_bytes")
+            raise ConfigError(
+                "max_object_bytes", f"must be at least twice {ENV_PREFIX}INDEX_STRIPE_BYTES"
+            )
         self._check_cluster()
         if self.warehouse:
             check_uri("warehouse", self.warehouse)
@@ -268,13 +288,14 @@ class ServerConfig:
         if self.kafka and self.host in ("0.0.0.0", "::") and not self.advertised_url:
             raise ConfigError(
                 "advertised_url",
-                "not set; advertised_url is required when binding all interfaces in cluster"
-                " mode (--advertised-url or METASTORE_ADVERTISED_URL)",
+                "not set; required when binding all interfaces in cluster mode: how peers"
+                " reach this node (--advertised-url or METASTORE_ADVERTISED_URL)",
             )
         part = "1-200 of A-Z a-z 0-9 . _ -"
         check_pattern("topic_prefix", self.topic_prefix, TOPIC_NAME_PART, part)
         check_pattern("cluster_id", self.cluster_id, TOPIC_NAME_PART, part)
         check_publish_events("publish_events", self.publish_events, cluster=self.cluster_mode)
+        parse_profile(self.broker_profile)
         if self.restore_from:
             check_checkpoint_dir("restore_from", self.restore_from, cluster=self.cluster_mode)
 
@@ -429,6 +450,10 @@ class ServerConfig:
         return resolve_secret(self.cluster_secret, self.cluster_secret_file)
 
     @property
+    def kafka_broker_profile(self) -> BrokerProfile:
+        return parse_profile(self.broker_profile)
+
+    @property
     def kafka_client_properties(self) -> dict[str, str]:
         return load_properties(self.kafka_properties, self.kafka_properties_file)
 
@@ -511,15 +536,16 @@ class ServerConfig:
     def load(
         cls, overrides: Mapping[str, object], env: Mapping[str, str] | None = None
     ) -> ServerConfig:
-        """Defaults, then METASTORE_<FIELD> environment variables, then ``overrides`` (flags).
+        """Defaults, then METASTORE_<FIELD> environment variables, then ``overrides`` (flags;
+        a key whose value is None is a flag the command has but was not given).
 
-        A refused setting is reported under the name it was given by: the
-        environment variable, the ``--flag``, or the setting itself.
+        A refused setting is reported under the name the operator gave it by, or would
+        (``setting_names``), never as the field: a rule that names its own variable
+        (``ConfigError.where``) keeps it when the setting was not given.
         """
         env = os.environ if env is None else env
         refuse_unknown_variables(env, {ENV_PREFIX + f.name.upper() for f in fields(cls)})
         values: dict[str, object] = {}
-        source: dict[str, str] = {}
         for f in fields(cls):
             variable = ENV_PREFIX + f.name.upper()
             raw = env.get(variable)
@@ -527,17 +553,24 @@ class ServerConfig:
                 values[f.name] = parse_variable(
                     f.name, variable, str(f.type), raw, secret=f.name in SECRETS
                 )
-                source[f.name] = variable
+        given = set(values)
         for name, value in overrides.items():
             if value is not None:
                 values[name] = value
-                source[name] = "--" + name.replace("_", "-")
+                given.add(name)
         if "data_dir" in values:
             values["data_dir"] = Path(str(values["data_dir"]))
         try:
             return cls(**values)  # type: ignore[arg-type]
         except ConfigError as exc:
-            raise exc.named(source.get(exc.setting, exc.setting)) from None
+            if exc.setting not in given and exc.where != exc.setting:
+                raise exc from None  # its rule named the variable to set
+            raise exc.named(cls.names(overrides, env).get(exc.setting, exc.where)) from None
+
+    @classmethod
+    def names(cls, overrides: Mapping[str, object], env: Mapping[str, str]) -> dict[str, str]:
+        """Each setting by the name the operator knows it by (``setting_names``)."""
+        return setting_names([f.name for f in fields(cls)], overrides, env)
 
     def describe(self) -> dict[str, object]:
         values = {f.name: str(getattr(self, f.name)) for f in fields(self)}

@@ -89,7 +89,8 @@ def _accepts() -> dict[str, Accept | None]:
 
 
 def _reject_constant(value: str) -> Any:
-    raise ValueError(f"{value} is not valid JSON")
+    """Python's parser reads ``NaN`` and ``Infinity``; JSON has no such numbers."""
+    raise BadRequest(f"malformed JSON body: {value} is not a JSON value")
 
 
 # one decoder for every body (``json.loads`` with an option builds a new one per call)
@@ -157,10 +158,17 @@ def parse_json(raw: bytes, schema: str) -> dict[str, Any]:
     """Strict JSON that must be an object valid against ``schemas/api/<schema>.json``."""
     if not raw:
         raise BadRequest("request body is empty; a JSON object is required")
+    # the parser's own words ("Expecting ',' delimiter") are not the answer: where the
+    # text stops being JSON is, as numbers the client can look up in what it sent
     try:
         body = _loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"malformed JSON body: {exc}") from None
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno}, column {exc.colno}"
+        raise BadRequest(f"malformed JSON body: not JSON from {where}") from None
+    except UnicodeDecodeError:
+        raise BadRequest("malformed JSON body: not UTF-8 (nor UTF-16 or -32) text") from None
+    except ValueError:  # what else the parser raises: an integer past Python's digit limit
+        raise BadRequest("malformed JSON body: an integer with too many digits") from None
     except RecursionError:
         raise BadRequest("malformed JSON body: nested too deeply") from None
     if not isinstance(body, dict):

@@ -13,7 +13,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from metastore import __version__
@@ -22,11 +22,21 @@ from metastore.config.server_config import ServerConfig
 from metastore.util import logs
 from metastore.util.setting_rules import check_range, decimal, integer
 
+# What ``metastore --help`` says above the commands: plain text, as a terminal shows it
+# (the module's docstring is written for readers of the source, in reST).
+DESCRIPTION = (
+    "An Iceberg REST catalog. serve runs a node (embedded by default, or one node of a"
+    " cluster on Kafka); topics and replay look after a cluster's changelog; audit,"
+    " export, rebuild, gc and maintain are the data pipeline's jobs on Spark."
+)
+
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="metastore", description=__doc__)
+    parser = argparse.ArgumentParser(prog="metastore", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"metastore {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(
+        dest="command", required=True, title="commands", metavar="COMMAND"
+    )
     serve = commands.add_parser("serve", help="run a metastore node (embedded: RocksDB, no broker)")
     serve.add_argument("--host", help="bind address (default 127.0.0.1; env METASTORE_HOST)")
     serve.add_argument("--port", type=integer, help="HTTP port (default 8181; env METASTORE_PORT)")
@@ -57,10 +67,16 @@ def _parser() -> argparse.ArgumentParser:
         "--partitions", type=integer, help="partitions of the topics (default 12; checked)"
     )
     cluster.add_argument(
+        "--broker-profile",
+        choices=("kafka", "tansu"),
+        help="the broker the cluster runs on: kafka (Apache Kafka or as conformant, the"
+        " default) or tansu (env METASTORE_BROKER_PROFILE)",
+    )
+    cluster.add_argument(
         "--restore-from",
         metavar="DIR",
-        help="start an empty view from this checkpoint of a view (another node's, or "
-        "`metastore rebuild --out`), then read only the tail (env METASTORE_RESTORE_FROM)",
+        help="start an empty view from this checkpoint of a view (another node's, or the "
+        "--out of metastore rebuild), then read only the tail (env METASTORE_RESTORE_FROM)",
     )
     _add_topics(commands)
     _add_replay(commands)
@@ -113,26 +129,26 @@ def _add_replay(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "serve":
+        flags: dict[str, object] = {  # None: not given (then the environment's, or the default)
+            "host": args.host,
+            "port": args.port,
+            "data_dir": args.data_dir,
+            "fsync": args.fsync,
+            "log_level": args.log_level,
+            "kafka": args.kafka,
+            "advertised_url": args.advertised_url,
+            "topic_prefix": args.topic_prefix,
+            "cluster_id": args.cluster_id,
+            "partitions": args.partitions,
+            "restore_from": args.restore_from,
+            "broker_profile": args.broker_profile,
+        }
         try:
-            config = ServerConfig.load(
-                {
-                    "host": args.host,
-                    "port": args.port,
-                    "data_dir": args.data_dir,
-                    "fsync": args.fsync,
-                    "log_level": args.log_level,
-                    "kafka": args.kafka,
-                    "advertised_url": args.advertised_url,
-                    "topic_prefix": args.topic_prefix,
-                    "cluster_id": args.cluster_id,
-                    "partitions": args.partitions,
-                    "restore_from": args.restore_from,
-                }
-            )
+            config = ServerConfig.load(flags)
         except (ValueError, TypeError) as exc:
             _refuse(str(exc))
             return 2
-        return serve(config)
+        return serve(config, ServerConfig.names(flags, os.environ))
     if args.command == "topics":
         return topics(args)
     if args.command == "replay":
@@ -158,9 +174,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
 
 
-def serve(config: ServerConfig) -> int:
+def serve(config: ServerConfig, names: Mapping[str, str]) -> int:
     """Run the node until SIGTERM/SIGINT; 2 (one line on stderr) if its data directory
-    or its address cannot be used, or if another node refuses its credential."""
+    or its address cannot be used, or if another node refuses its credential. The
+    line names each setting as the operator gave it (``names``: ``ServerConfig.names``).
+
+    A start that fails leaves behind no data directory it made itself: an operator who
+    mistyped a flag finds no empty ``data`` folder to wonder about. Only directories
+    this start created go, and only while empty (``rmdir``): one that existed stays,
+    and so does one that holds anything, whoever wrote it."""
+    made = _missing_dirs(config.data_dir)
+    status = 2  # also when a defect raises
+    try:
+        status = _serve(config, names)
+    finally:
+        if status == 2:
+            _remove_empty(made)
+    return status
+
+
+def _serve(config: ServerConfig, names: Mapping[str, str]) -> int:
     from metastore.cluster.protocol import PeerRefused
     from metastore.node import server
     from metastore.node.app import create_app
@@ -170,12 +203,12 @@ def serve(config: ServerConfig) -> int:
         _check_data_dir(config.data_dir)
     except OSError as exc:
         reason = exc.strerror or str(exc)
-        _refuse(f"data_dir: cannot use {str(config.data_dir)!r} ({reason})")
+        _refuse(f"{names['data_dir']}: cannot use {str(config.data_dir)!r} ({reason})")
         return 2
     try:
         _check_address(config.host, config.port)
     except OSError as exc:
-        _refuse(address(config, exc))
+        _refuse(address(config, exc, names))
         return 2
     logs.configure(config.log_level, config.log_format)
     if config.restore_from:
@@ -186,7 +219,7 @@ def serve(config: ServerConfig) -> int:
                 Path(config.restore_from), config.data_dir, config.topic_prefix, config.partitions
             )
         except RestoreError as exc:
-            _refuse(f"restore_from: {exc.message}")
+            _refuse(f"{names['restore_from']}: {exc.message}")
             return 2
         logging.getLogger("metastore.cluster.restore").info(
             "view restored from %s (%d files): %d records below its offsets, not re-read",
@@ -205,7 +238,7 @@ def serve(config: ServerConfig) -> int:
         _refuse(exc.message)
         return 2
     except Exception as exc:
-        line = refusal(exc, config)  # what an operator can fix, as one line
+        line = refusal(exc, config, names)  # what an operator can fix, as one line
         if line is None:
             raise  # a defect: the traceback is the report
         print(f"metastore: cannot start: {line}", file=sys.stderr)
@@ -214,6 +247,31 @@ def serve(config: ServerConfig) -> int:
         print(f"metastore: stopped: {stopped}", file=sys.stderr)
         return 1
     return 0
+
+
+def _missing_dirs(path: Path) -> list[Path]:
+    """``path`` and those of its parents that do not exist yet, deepest first: what
+    making ``path`` would create."""
+    missing = []
+    for level in (path, *path.parents):
+        try:
+            if level.exists():
+                break
+        except OSError:  # cannot be looked at (a parent without search permission): not ours
+            break
+        missing.append(level)
+    return missing
+
+
+def _remove_empty(made: list[Path]) -> None:
+    """Remove the directories of ``made`` (deepest first) as long as they are empty."""
+    for level in made:
+        try:
+            level.rmdir()
+        except FileNotFoundError:  # its making failed: its parents may still be empty
+            continue
+        except OSError:  # not empty: it stays, and so do its parents
+            return
 
 
 def _check_data_dir(path: Path) -> None:
@@ -240,7 +298,11 @@ def _refuse(problem: str) -> None:
 
 def topics(args: argparse.Namespace) -> int:
     from metastore.cluster import topics as changelog
-    from metastore.cluster.cluster_config import ClusterConfig, properties_from_env
+    from metastore.cluster.cluster_config import (
+        ClusterConfig,
+        profile_from_env,
+        properties_from_env,
+    )
 
     try:
         config = ClusterConfig(
@@ -249,6 +311,7 @@ def topics(args: argparse.Namespace) -> int:
             partitions=args.partitions,
             replication_factor=args.replication_factor,
             kafka_properties=properties_from_env(os.environ),
+            broker_profile=profile_from_env(os.environ),
             publish_events=args.events or env_flag(os.environ, "METASTORE_PUBLISH_EVENTS"),
         )
         check_range("--timeout", args.timeout, 0.1, 3600)  # what the admin client accepts

@@ -33,6 +33,7 @@ from metastore.catalog.service import Metastore
 from metastore.cluster.cluster_config import ClusterConfig
 from metastore.cluster.cluster_node import ClusterNode
 from metastore.cluster.cluster_persistence import KafkaPersistence
+from metastore.cluster.topics import ensure_safe
 from metastore.config.server_config import ServerConfig
 from metastore.engine.commits import EngineLimits
 from metastore.engine.committer import Committer
@@ -94,6 +95,7 @@ def cluster_config(config: ServerConfig) -> ClusterConfig:
         session_timeout_ms=config.session_timeout_ms,
         publish_events=config.publish_events,
         kafka_properties=config.kafka_client_properties,
+        broker_profile=config.kafka_broker_profile,
     )
 
 
@@ -110,8 +112,13 @@ async def collector_pauses_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def cluster_ctx(app: web.Application) -> AsyncIterator[None]:
     """Cluster mode: check the topics, catch the view up, join the owners' group
-    (blocking: a thread); stopped last, after everything that writes through it."""
+    (blocking: a thread); stopped last, after everything that writes through it.
+
+    The topics are checked before the view is opened (the node checks them again as
+    it starts): a node that cannot reach its brokers, or whose topics would lose data,
+    leaves nothing on disk, and ``metastore serve`` removes the data directory it made."""
     config = app[CONFIG]
+    await asyncio.to_thread(ensure_safe, cluster_config(config))
     config.data_dir.mkdir(parents=True, exist_ok=True)
     node = await asyncio.to_thread(
         ClusterNode,

@@ -30,6 +30,7 @@ import json
 import logging
 import signal
 import sys
+import time
 from collections.abc import Callable
 from ssl import SSLContext
 from typing import Any
@@ -46,6 +47,7 @@ from metastore.node.heap import (
     settle_after_startup,
     stop_freezing_survivors,
 )
+from metastore.node.lifecycle_lines import ignored_line, serving_line, stopped_line
 from metastore.util import cpu_pinning
 
 log = logging.getLogger(__name__)
@@ -151,8 +153,17 @@ async def _serve(
     loop = asyncio.get_running_loop()
     shutdown = app[SHUTDOWN] = Shutdown(loop)  # the contexts may ask for a stop too
     stop = shutdown.event
+    signalled: list[str] = []  # which signal stopped the node, for its last line
+
+    def on_signal(signum: signal.Signals) -> None:
+        signalled.append(signum.name)
+        stop.set()
+
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, on_signal, signum)
+    ignored = ignored_line(config)
+    if ignored is not None:
+        log.warning("%s", ignored)
     # before the app starts any thread: they all inherit the CPU (``cpu_pinning``)
     pinned = config.pinned_cpu
     cpus = None if pinned is None else cpu_pinning.pin(pinned)
@@ -187,13 +198,8 @@ async def _serve(
         server = await loop.create_server(
             limit, config.host, config.port, ssl=ssl_context, reuse_address=True
         )
-        log.info(
-            "serving on %s://%s:%d (at most %d connections)",
-            "https" if ssl_context else "http",
-            config.host,
-            config.port,
-            config.max_connections,
-        )
+        log.info("%s", serving_line(config, "https" if ssl_context else "http"))
+        serving_since = time.monotonic()
         try:
             await stop.wait()
         finally:
@@ -202,4 +208,6 @@ async def _serve(
         reclaimer.cancel()
         stop_freezing_survivors()
         await runner.cleanup()
+    why = signalled[0] if signalled else "its own request"
+    log.info("%s", stopped_line(time.monotonic() - serving_since, why))
     return shutdown.reason

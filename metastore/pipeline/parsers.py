@@ -15,13 +15,13 @@ DEFAULT_OLDER_THAN_S = 3 * 24 * 3600  # orphan files younger than this are kept 
 def add_parsers(commands: Any) -> None:
     audit = commands.add_parser(
         "audit",
-        help="referential integrity: report what dangles (exit 1 if anything does)",
+        help="report references that dangle (exit 1 if any do)",
         description="Check that every reference of a catalog, tenant or everything resolves.",
     )
     add_common(audit)
     export = commands.add_parser(
         "export",
-        help="current state and full commit history to Parquet (optionally as Iceberg tables)",
+        help="state and commit history to Parquet or Iceberg tables",
         description="Export namespaces, tables, views, principals, grants and commits.",
     )
     add_common(export)
@@ -40,7 +40,7 @@ def add_parsers(commands: Any) -> None:
     )
     rebuild = commands.add_parser(
         "rebuild",
-        help="build a node's view from the changelog in parallel (SST files, ingested)",
+        help="build a node's view from the changelog, in parallel",
         description="Apply the changelog topics one Spark task per partition into a fresh "
         "view directory (--out) a node can start on (serve --restore-from) to read only "
         "the tail.",
@@ -58,7 +58,7 @@ def add_parsers(commands: Any) -> None:
     )
     gc = commands.add_parser(
         "gc",
-        help="garbage collection: mark unreachable objects, sweep them through the node",
+        help="collect garbage: mark unreachable objects, sweep them",
         description="Mark the objects no ref, recent HEAD or retained commit reaches; after "
         "the grace period, have the node delete those still unreachable (and delete "
         "orphaned metadata files under the tables' locations).",
@@ -85,7 +85,7 @@ def add_parsers(commands: Any) -> None:
     )
     maintain = commands.add_parser(
         "maintain",
-        help="Iceberg table maintenance: expire snapshots, delete unneeded and orphan files",
+        help="expire snapshots, delete unneeded and orphan files",
         description="Expire snapshots by each table's retention properties (defaults on its "
         "namespace or catalog), delete the files no snapshot needs any more, and remove "
         "orphan files below the tables' locations. Commits through --url.",

@@ -182,7 +182,8 @@ def check_checkpoint_dir(setting: str, path: str, *, cluster: bool) -> None:
     (whether it is a view of this node's topics is checked when the node starts)."""
     if not cluster:
         raise ConfigError(
-            setting, "applies only in cluster mode (with kafka): it starts a node's view"
+            setting,
+            "applies only in cluster mode (--kafka or METASTORE_KAFKA): it starts a node's view",
         )
     where = Path(path)
     try:

@@ -30,6 +30,8 @@ SECRET = "correct-horse-battery"  # never to appear in a message
 
 REFUSED_ENV: list[tuple[str, str, str]] = [
     # (variable, value, part of the message)
+    ("METASTORE_BROKER_PROFILE", "confluent", "must be one of kafka, tansu"),
+    ("METASTORE_BROKER_PROFILE", "", "must be one of kafka, tansu"),
     ("METASTORE_AUTH", "ON", "must be one of on, off, auto"),
     ("METASTORE_AUTH", "true", "must be one of on, off, auto"),
     ("METASTORE_AUTH", "1", "must be one of on, off, auto"),
@@ -103,12 +105,12 @@ REFUSED_ENV: list[tuple[str, str, str]] = [
     ("METASTORE_MAX_OBJECT_BYTES", "10", "between 1024 and"),
     ("METASTORE_MAX_CHANGES_PER_COMMIT", "0", "between 1 and 100000"),
     ("METASTORE_CACHE_BYTES", "-5", "between 1048576 and"),
-    ("METASTORE_INDEX_STRIPE_BYTES", "2048", "must be >= index_embedded_bytes"),
+    ("METASTORE_INDEX_STRIPE_BYTES", "2048", "must be >= METASTORE_INDEX_EMBEDDED_BYTES"),
     ("METASTORE_RECENT_HEADS", "-1", "between 0 and 10000"),
     ("METASTORE_PARTITIONS", "0", "between 1 and 10000"),
     ("METASTORE_SESSION_TIMEOUT_MS", "10", "between 1000 and 3600000"),
-    ("METASTORE_DEFAULT_TENANT", "-bad", "invalid default_tenant name"),
-    ("METASTORE_DEFAULT_CATALOG", "a/b", "invalid default_catalog name"),
+    ("METASTORE_DEFAULT_TENANT", "-bad", "invalid default tenant name"),
+    ("METASTORE_DEFAULT_CATALOG", "a/b", "invalid default catalog name"),
     ("METASTORE_KAFKA", "host:notaport", "must be host:port"),
     ("METASTORE_KAFKA", "a:9092,,b:9092", "must be host:port"),
     ("METASTORE_KAFKA", "a:99999", "must be host:port"),
@@ -342,8 +344,73 @@ def test_flags_are_named_as_flags_and_override_the_environment() -> None:
     assert str(refused.value).startswith("--port: ")
     assert ServerConfig.load({"port": 9000}, env={"METASTORE_PORT": "0"}).port == 9000
     with pytest.raises(ConfigError) as refused:
-        ServerConfig.load({"host": "0.0.0.0", "kafka": "k:9092"}, env={})
-    assert "advertised_url is required" in str(refused.value)
+        ServerConfig.load({"host": "0.0.0.0", "kafka": "k:9092", "advertised_url": None}, env={})
+    assert str(refused.value).startswith("--advertised-url: not set; required when binding")
+
+
+# (flags, environment, how the refusal starts): the setting at fault, given or not, and any
+# other the message names, as the operator would give it: the flag or variable given, else
+# the command's flag, else the variable
+UNSET_REFUSALS: list[tuple[dict[str, object], dict[str, str], str]] = [
+    ({"kafka": "k:9092"}, {}, "METASTORE_WAREHOUSE: not set"),
+    ({}, {"METASTORE_OIDC_AUDIENCE": "metastore"}, "METASTORE_OIDC_ISSUER: not set"),
+    ({}, {"METASTORE_TLS_CERT": "/cert.pem"}, "METASTORE_TLS_KEY: not set"),
+    (
+        {"host": "0.0.0.0", "kafka": "k:9092", "advertised_url": None},
+        {"METASTORE_WAREHOUSE": "s3://b/w"},
+        "--advertised-url: not set",
+    ),
+    (
+        {},
+        {"METASTORE_KAFKA": "k:9092", "METASTORE_WAREHOUSE": "s3://b/w", "METASTORE_AUTH": "on"},
+        "METASTORE_CLUSTER_SECRET: not set",
+    ),
+    (
+        {},
+        {"METASTORE_INDEX_EMBEDDED_BYTES": "100000"},
+        "METASTORE_INDEX_STRIPE_BYTES: must be >= METASTORE_INDEX_EMBEDDED_BYTES",
+    ),
+    (
+        {"restore_from": "/ck", "kafka": None},
+        {},
+        "--restore-from: applies only in cluster mode (--kafka or METASTORE_KAFKA)",
+    ),
+]
+
+
+def fields_named(message: str) -> list[str]:
+    """The settings' own names (``data_dir``) in ``message``: no operator ever wrote one."""
+    return [
+        f.name
+        for f in fields(ServerConfig)
+        if "_" in f.name and re.search(rf"(?<![\w-]){f.name}(?!\w)", message)
+    ]
+
+
+@pytest.mark.parametrize(("flags", "env", "start"), UNSET_REFUSALS)
+def test_a_setting_not_given_is_named_as_the_operator_would_give_it(
+    flags: dict[str, object], env: dict[str, str], start: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        ServerConfig.load(flags, env=env)
+    message = str(refused.value)
+    assert message.startswith(start), message
+    assert fields_named(message) == [], message
+
+
+def test_no_refusal_names_a_setting_by_its_field() -> None:
+    for variable, value, _ in REFUSED_ENV:
+        with pytest.raises(ConfigError) as refused:
+            ServerConfig.load({}, env={variable: value})
+        assert fields_named(str(refused.value)) == [], str(refused.value)
+
+
+def test_a_relative_data_dir_is_made_absolute() -> None:
+    """The node reports paths under it (its checkpoints) to jobs run elsewhere."""
+    assert ServerConfig.load({"data_dir": "data"}, env={}).data_dir == Path.cwd() / "data"
+    loaded = ServerConfig.load({}, env={"METASTORE_DATA_DIR": "x/../d"})
+    assert loaded.data_dir == Path.cwd() / "x" / ".." / "d"
+    assert ServerConfig().data_dir == Path.cwd() / "data"
 
 
 def test_describe_never_shows_secrets() -> None:
@@ -366,7 +433,7 @@ def serve(
 ) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
     command = [sys.executable, "-m", "metastore", "serve", "--port", str(free_port()), *args]
-    if "--data-dir" not in args:
+    if "--data-dir" not in args and "METASTORE_DATA_DIR" not in (env or {}):
         command += ["--data-dir", str(tmp_path / "data")]
     return subprocess.run(
         command,
@@ -426,10 +493,13 @@ def test_a_number_flag_in_other_digits_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "data").exists()
 
 
-def test_serve_refuses_an_unusable_data_dir(tmp_path: Path) -> None:
+def test_serve_refuses_an_unusable_data_dir_naming_it_as_given(tmp_path: Path) -> None:
     occupied = tmp_path / "a-file"
     occupied.write_text("not a directory")
-    assert_refused(serve(tmp_path, "--data-dir", str(occupied / "data")), "data_dir: ")
+    unusable = str(occupied / "data")
+    assert_refused(serve(tmp_path, "--data-dir", unusable), "--data-dir: cannot use")
+    env = {"METASTORE_DATA_DIR": unusable}
+    assert_refused(serve(tmp_path, env=env), "METASTORE_DATA_DIR: cannot use")
 
 
 def test_serve_refuses_an_address_it_cannot_listen_on(tmp_path: Path) -> None:

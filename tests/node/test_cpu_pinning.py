@@ -101,7 +101,8 @@ def test_a_cpu_the_system_will_not_pin_to_stops_the_node_in_one_line(
     monkeypatch.setattr(os, "sched_setaffinity", forbidden)
     with pytest.raises(cpu_pinning.PinRefused) as refused:
         cpu_pinning.pin(CPUS[0])
-    assert refusal(refused.value, ServerConfig()) == (
-        f"pin_cpu: cannot pin to CPU {CPUS[0]} (Operation not permitted); name another CPU "
-        "in METASTORE_PIN_CPU, or leave it empty"
+    names = ServerConfig.names({}, {"METASTORE_PIN_CPU": str(CPUS[0])})
+    assert refusal(refused.value, ServerConfig(), names) == (
+        f"METASTORE_PIN_CPU: cannot pin to CPU {CPUS[0]} (Operation not permitted); name "
+        "another CPU, or leave it empty"
     )

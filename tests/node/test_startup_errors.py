@@ -2,8 +2,10 @@
 naming the problem and the fix, exit status 2, no traceback and no "serving" line: an
 address another process listens on, a data directory another process has open, one
 that holds a database of another format or none RocksDB can open, brokers it cannot
-reach. ``metastore replay`` shows its progress as plain lines in a log file and as one
-line redrawn in place on a terminal (a pseudo-terminal here)."""
+reach. The line names the setting as the operator gave it (``--data-dir`` or
+``METASTORE_DATA_DIR``), and a start that fails leaves no data directory it made itself.
+``metastore replay`` shows its progress as plain lines in a log file and as one line
+redrawn in place on a terminal (a pseudo-terminal here)."""
 
 from __future__ import annotations
 
@@ -32,15 +34,22 @@ def _env(**extra: str) -> dict[str, str]:
     return {**base, **extra}
 
 
-def serve(
-    data_dir: Path, *args: str, port: int | None = None, **env: str
-) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "metastore", "serve", "--port", str(port or free_port()),
-               "--data-dir", str(data_dir), *args]  # fmt: skip
+def run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``metastore serve`` with these flags and only these METASTORE_* variables."""
     return subprocess.run(
-        command, env=_env(**env), capture_output=True, text=True, timeout=120,
-        stdin=subprocess.DEVNULL,
+        [sys.executable, "-m", "metastore", "serve", *args], env=_env(**env),
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
     )  # fmt: skip
+
+
+def serve(
+    data_dir: Path | None, *args: str, port: int | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``metastore serve`` on ``data_dir`` (None: the one ``METASTORE_DATA_DIR`` names)."""
+    flags = ["--port", str(port or free_port())]
+    if data_dir is not None:
+        flags += ["--data-dir", str(data_dir)]
+    return run(*flags, *args, **env)
 
 
 def assert_one_line(done: subprocess.CompletedProcess[str], *parts: str) -> str:
@@ -55,24 +64,35 @@ def assert_one_line(done: subprocess.CompletedProcess[str], *parts: str) -> str:
 
 
 def test_a_busy_port(tmp_path: Path) -> None:
+    kept = tmp_path / "kept"
+    kept.mkdir()  # existed before the start: it stays
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         line = assert_one_line(
-            serve(tmp_path / "data", port=port),
-            f"cannot listen on 127.0.0.1:{port}",
+            serve(tmp_path / "new" / "data", port=port),
+            f"--port: cannot listen on 127.0.0.1:{port}",
             "Address already in use",
             "choose another --port",
         )
-    assert line.startswith("metastore: ")
+        assert line.startswith("metastore: ")
+        assert_one_line(serve(kept, port=port), "--port: cannot listen")
+        assert_one_line(
+            run("--data-dir", str(kept), METASTORE_PORT=str(port)),
+            "METASTORE_PORT: cannot listen",
+            "choose another METASTORE_PORT",
+        )
+    assert not (tmp_path / "new").exists()  # made by the start that failed: removed
+    assert kept.is_dir() and not any(kept.iterdir())
 
 
 def test_a_port_taken_between_the_check_and_the_listen_is_the_same_line() -> None:
     config = ServerConfig(port=8181)
-    line = refusal(OSError(errno.EADDRINUSE, "Address already in use"), config)
+    names = ServerConfig.names({"port": None}, {})
+    line = refusal(OSError(errno.EADDRINUSE, "Address already in use"), config, names)
     assert line is not None and "choose another --port" in line
-    assert refusal(RuntimeError("a defect"), config) is None  # its traceback is the report
+    assert refusal(RuntimeError("a defect"), config, names) is None  # the traceback reports it
 
 
 def test_a_data_directory_another_process_holds(tmp_path: Path) -> None:
@@ -80,13 +100,19 @@ def test_a_data_directory_another_process_holds(tmp_path: Path) -> None:
     try:
         assert_one_line(
             serve(tmp_path / "data"),
-            "metastore: cannot start: data_dir:",
+            "metastore: cannot start: --data-dir:",
             "in use by another process",
             "LOCK",
             "own --data-dir",
         )
+        assert_one_line(
+            serve(None, METASTORE_DATA_DIR=str(tmp_path / "data")),
+            "metastore: cannot start: METASTORE_DATA_DIR:",
+            "own METASTORE_DATA_DIR",
+        )
     finally:
         held.close()
+    assert (tmp_path / "data" / "rocksdb").is_dir()  # not the failed start's to remove
 
 
 def test_a_data_directory_of_another_format(tmp_path: Path) -> None:
@@ -95,7 +121,7 @@ def test_a_data_directory_of_another_format(tmp_path: Path) -> None:
     db.close()
     assert_one_line(
         serve(tmp_path / "data"),
-        "metastore: cannot start: data_dir:",
+        "metastore: cannot start: --data-dir:",
         "another format",
         "point --data-dir at",
     )
@@ -103,7 +129,7 @@ def test_a_data_directory_of_another_format(tmp_path: Path) -> None:
     (tmp_path / "junk" / "rocksdb" / "CURRENT").write_text("not RocksDB\n")
     assert_one_line(
         serve(tmp_path / "junk"),
-        "metastore: cannot start: data_dir:",
+        "metastore: cannot start: --data-dir:",
         "no database this release can open",
         "point --data-dir at",
     )
@@ -115,10 +141,12 @@ def test_an_unreachable_broker(tmp_path: Path) -> None:
     warehouse = (tmp_path / "warehouse").as_uri()
     assert_one_line(
         serve(tmp_path / "data", "--kafka", f"127.0.0.1:{closed}", METASTORE_WAREHOUSE=warehouse),
-        "metastore: cannot start: kafka: cannot reach the brokers",
+        "metastore: cannot start: --kafka: cannot reach the brokers",
         f"brokers 127.0.0.1:{closed}",
+        "check --kafka and",
         "METASTORE_KAFKA_PROPERTIES",
     )
+    assert not (tmp_path / "data").exists()  # nothing was written before the brokers answered
 
 
 # --- progress of a long-running command: metastore replay -----------------------------------

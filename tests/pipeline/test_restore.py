@@ -53,22 +53,24 @@ def test_refuses_another_clusters_view_a_store_and_a_data_dir_holding_a_view(
     env = {"METASTORE_WAREHOUSE": (tmp_path / "warehouse").as_uri()}
 
     done = serve(tmp_path, *cluster_args(mine), "--restore-from", str(tmp_path / "theirs"), env=env)
-    assert_refused(done, "restore_from: ", "is a view of", '"prefix": "theirs"', "another cluster")
+    assert_refused(
+        done, "--restore-from: ", "is a view of", '"prefix": "theirs"', "another cluster"
+    )
     same_prefix = ClusterConfig("127.0.0.1:1", prefix="theirs", partitions=PARTITIONS + 1)
     done = serve(
         tmp_path, *cluster_args(same_prefix), "--restore-from", str(tmp_path / "theirs"), env=env
     )
-    assert_refused(done, "restore_from: ", '"partitions": 2')
+    assert_refused(done, "--restore-from: ", '"partitions": 2')
     done = serve(
         tmp_path, *cluster_args(mine), "--restore-from", str(tmp_path / "embedded"), env=env
     )
-    assert_refused(done, "restore_from: ", "is not a view")
-    assert not (tmp_path / "data" / "view").exists()  # nothing copied
+    assert_refused(done, "--restore-from: ", "is not a view")
+    assert not (tmp_path / "data").exists()  # nothing copied, and no directory left behind
     done = serve(
         tmp_path, *cluster_args(other), "--data-dir", str(tmp_path / "held"),
         "--restore-from", str(tmp_path / "theirs"), env=env,
     )  # fmt: skip
-    assert_refused(done, "restore_from: ", "already holds a view")
+    assert_refused(done, "--restore-from: ", "already holds a view")
     assert sorted(p.name for p in (tmp_path / "held").iterdir()) == ["view"]
 
 

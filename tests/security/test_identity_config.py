@@ -44,8 +44,9 @@ REFUSED: list[tuple[dict[str, str], str, str]] = [
         "entry 2 (ops@acme) is in the identity provider's tenant acme",
     ),
     ({"METASTORE_AUTH_CLIENTS": "system:long-enough"}, "METASTORE_AUTH_CLIENTS", "reserved"),
-    ({"METASTORE_OIDC_AUDIENCE": "metastore"}, "oidc_issuer", "not set"),
-    ({"METASTORE_OIDC_ROLES_CLAIM": "roles"}, "oidc_issuer", "METASTORE_OIDC_ISSUER"),
+    # a setting not given is named by its variable, the name the operator would set
+    ({"METASTORE_OIDC_AUDIENCE": "metastore"}, "METASTORE_OIDC_ISSUER", "not set"),
+    ({"METASTORE_OIDC_ROLES_CLAIM": "roles"}, "METASTORE_OIDC_ISSUER", "not set"),
     ({**PROVIDER, "METASTORE_OIDC_ISSUER": "acme"}, "METASTORE_OIDC_ISSUER", "https:// URL"),
     ({**PROVIDER, "METASTORE_OIDC_AUDIENCE": ""}, "METASTORE_OIDC_AUDIENCE", "not set"),
     ({**PROVIDER, "METASTORE_OIDC_AUDIENCE": "a b"}, "METASTORE_OIDC_AUDIENCE", "no spaces"),
