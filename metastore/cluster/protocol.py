@@ -77,7 +77,7 @@ HOP_BY_HOP = frozenset(
         "server",
         FORWARDED_HEADER.lower(),
         SIGNATURE_HEADER.lower(),
-        "origin",  # checked where the browser sent it (``api.origins``), not at the owner
+        "origin",  # checked where the browser sent it (``http.origins``), not at the owner
     }
 )
 

@@ -136,7 +136,7 @@ async def cluster_ctx(app: web.Application) -> AsyncIterator[None]:
         app[METRICS].watch_view(node.view.lag)
         app[ROUTING_STATS] = {"forwarded": 0, "forward_retries": 0}
         shutdown = app.get(SHUTDOWN)  # absent when the app runs without the server
-        if shutdown is not None:  # a view that stops stops the node (``api.shutdown``)
+        if shutdown is not None:  # a view that stops stops the node (``http.shutdown``)
             node.view.on_failure = partial(_view_stopped, shutdown)
             if node.view.failure is not None:  # it stopped before it was watched
                 _view_stopped(shutdown, node.view.failure)
