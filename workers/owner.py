@@ -495,8 +495,15 @@ class PartitionOwner:
         """A client's log lines wait in its queue until it is polled (``kafka_log``): an
         idle owner's producer would keep a broker outage's lines for as long as it lasts."""
         producer = self._producer
-        if producer is not None:
+        if producer is None:
+            return
+        try:
             producer.poll(0)
+        except KafkaException as exc:
+            # A producer in a fatal state (fenced by a newer owner, on Apache Kafka)
+            # raises its fatal error from every poll: the outcome is already handled
+            # where it was raised, and its log lines were delivered before it.
+            log.debug("partition %d: producer poll after a fatal error: %s", self.partition, exc)
 
     def _close_producer(self) -> None:
         self._deliver_log()
