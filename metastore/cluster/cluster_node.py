@@ -22,7 +22,6 @@ from typing import Protocol
 from metastore.cluster.changelog_records import RecordCodec, partition_for
 from metastore.cluster.cluster_config import ClusterConfig
 from metastore.cluster.membership import Membership
-from metastore.cluster.topics import ensure_safe
 from metastore.cluster.view import ViewConsumer, ViewStore
 from metastore.model.codec import Codec
 from metastore.model.keys import ObjKey
@@ -99,7 +98,8 @@ class ClusterNode:
     # --- lifecycle (blocking: run in an executor) ------------------------------------------
 
     def start(self, *, idle_s: float = 0.5, catch_up_timeout_s: float = 300.0) -> None:
-        ensure_safe(self.config)
+        # the topics are checked by the caller before the view is opened (``cluster_ctx``:
+        # a start refused for unsafe topics leaves no view behind)
         self.view.start()
         self._catch_up(idle_s, catch_up_timeout_s)
         self.membership.start()
